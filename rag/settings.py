@@ -1,0 +1,119 @@
+"""The one settings object, read from `KAFKA_RAG_*` environment variables at entry points.
+
+Pure functions never take `Settings`; entry points (CLI, UI, Slack, evals) load it once, apply their
+flags with `dataclasses.replace`, and pass plain values down. Secrets (LLM keys, Slack tokens) are not
+settings: they are read from the environment where they are used and never logged or serialised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from rag.errors import ConfigurationError
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+ENV_PREFIX = "KAFKA_RAG_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # where things are
+    index_dir: Path = Path("index")
+    sources: tuple[str, ...] = ("seeds",)
+    feedback_path: Path = Path("feedback.jsonl")
+
+    # ingest
+    model: str = DEFAULT_MODEL
+    spark_master: str = "local[*]"
+    chunk_size: int = 900  # characters of body text per chunk (heading path not counted)
+    chunk_overlap: int = 150  # characters carried into the next chunk when a section is split
+    encode_batch_size: int = 64  # sentences per SentenceTransformer.encode call
+    arrow_batch_size: int = 1000  # rows per Arrow batch between the JVM and Python workers
+    threads_per_task: int = 1  # torch/OMP threads in each Spark task: tasks x threads <= cores
+    flat_index_max: int = 100_000  # above this many chunks the FAISS index is HNSW, below it exact
+
+    # retrieval
+    retrieval_mode: str = "hybrid"  # dense | bm25 | hybrid
+    top_k: int = 5
+    candidates: int = 40  # per retriever before fusion
+    rrf_k: int = 60
+    dense_weight: float = 1.0
+    bm25_weight: float = 1.0
+    identifier_weight: float = 2.0
+    max_per_section: int = 2
+
+    # answering
+    answerer: str = "extractive"  # extractive | llm
+    abstain_min_dense: float = 0.35  # best cosine below this counts as weak evidence
+    abstain_min_term_coverage: float = 0.34  # share of the question's key terms found in the passages
+    max_answer_sentences: int = 5
+    max_question_chars: int = 4000  # longer input is reduced to its signal with a note
+    llm_provider: str = "openai"  # openai | ollama
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_timeout_s: float = 30.0
+    llm_temperature: float = 0.0
+
+    # web UI
+    ui_host: str = "127.0.0.1"
+    ui_port: int = 7860
+    ui_concurrency: int = 8
+    ui_auth: str = ""  # "user:password" turns on basic auth
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 100:
+            raise ConfigurationError(f"chunk_size must be at least 100 characters, got {self.chunk_size}")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ConfigurationError(
+                f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), got {self.chunk_overlap}"
+            )
+        if self.top_k < 1:
+            raise ConfigurationError(f"top_k must be greater than 0, got {self.top_k}")
+        if self.retrieval_mode not in RETRIEVAL_MODES:
+            raise ConfigurationError(
+                f"retrieval_mode must be one of {', '.join(RETRIEVAL_MODES)}, got {self.retrieval_mode!r}"
+            )
+        if self.answerer not in ANSWERERS:
+            raise ConfigurationError(f"answerer must be one of {', '.join(ANSWERERS)}, got {self.answerer!r}")
+        if self.llm_provider not in LLM_PROVIDERS:
+            raise ConfigurationError(
+                f"llm_provider must be one of {', '.join(LLM_PROVIDERS)}, got {self.llm_provider!r}"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read `KAFKA_RAG_<FIELD>` variables, then apply keyword overrides (CLI flags) that are not None."""
+        environ = os.environ if environ is None else environ
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            raw = environ.get(ENV_PREFIX + field.name.upper())
+            if raw is not None:
+                values[field.name] = _parse(field.name, hints[field.name], raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
+ANSWERERS = ("extractive", "llm")
+LLM_PROVIDERS = ("openai", "ollama")
+
+
+def _parse(name: str, kind: Any, raw: str) -> Any:
+    try:
+        if kind is Path:
+            return Path(raw)
+        if kind is int:
+            return int(raw)
+        if kind is float:
+            return float(raw)
+        if kind == tuple[str, ...]:
+            return tuple(part for part in raw.split(",") if part)
+        return raw
+    except ValueError as exc:
+        raise ConfigurationError(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {kind.__name__}") from exc
