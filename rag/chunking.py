@@ -1,0 +1,175 @@
+"""Structure-aware chunking: sections stay whole when they fit, headings travel with their body.
+
+A section (a FAQ question with its answer, a heading with its body) becomes one chunk when it fits
+`chunk_size`; a longer one is split at paragraph boundaries, never inside a fenced code/log block
+unless the block alone is too large, with `overlap` characters of trailing sentences carried over.
+Sections too small to stand alone are packed with their next sibling. Every chunk records its
+section path, and the text that gets embedded is prefixed with that path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rag.documents import Document, Section
+from rag.identifiers import extract_identifiers
+
+CHUNKER_NAME = "structure-aware"
+CHUNKER_VERSION = 2
+PATH_SEPARATOR = " › "
+_MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str  # content hash of (document, section path, text): stable across runs and models
+    doc_id: str
+    source_path: str
+    title: str
+    section_path: tuple[str, ...]  # document title › heading › sub-heading
+    text: str
+    identifiers: tuple[str, ...]
+    start: int  # character offsets of `text` in `document_text(document)`
+    end: int
+    url: str = ""
+
+    @property
+    def embedding_text(self) -> str:
+        """What the model sees: the section path first, so a heading informs every piece of its body."""
+        return f"{PATH_SEPARATOR.join(self.section_path)}\n\n{self.text}"
+
+
+def document_text(document: Document) -> str:
+    """The document as one string (headings as lines); chunk offsets index into it."""
+    return "\n\n".join(_section_block(section) for section in document.sections)
+
+
+def chunk_document(document: Document, chunk_size: int, overlap: int) -> list[Chunk]:
+    """Split one document into chunks; deterministic for the same document and settings."""
+    full_text = document_text(document)
+    chunks: list[Chunk] = []
+    cursor = 0
+    pending: list[tuple[Section, int]] = []  # small sections waiting to be packed with the next one
+    for section in document.sections:
+        block = _section_block(section)
+        position = full_text.find(block, cursor)
+        cursor = position + len(block)
+        pending.append((section, position))
+        pending_chars = sum(len(_section_block(s)) for s, _ in pending)
+        if pending_chars < _MIN_STANDALONE_CHARS and section is not document.sections[-1]:
+            continue
+        chunks.extend(_chunk_sections(document, pending, chunk_size, overlap))
+        pending = []
+    return chunks
+
+
+def _section_block(section: Section) -> str:
+    heading = section.headings[-1] if section.headings else ""
+    return f"{heading}\n{section.text}" if heading else section.text
+
+
+def _chunk_sections(
+    document: Document, sections: list[tuple[Section, int]], chunk_size: int, overlap: int
+) -> Iterator[Chunk]:
+    """One or more sections (only the last may be large) into chunks named after the first section."""
+    first, start = sections[0]
+    if len(sections) == 1:
+        text = first.text
+        start += len(_section_block(first)) - len(first.text)
+    else:
+        text = "\n\n".join(_section_block(s) if i else s.text for i, (s, _) in enumerate(sections))
+        start += len(_section_block(first)) - len(first.text)
+    path = (document.title, *first.headings)
+    anchor = next((s.anchor for s, _ in sections if s.anchor), "")
+    url = f"{document.url.split('#')[0]}#{anchor}" if document.url and anchor else document.url
+    for piece_start, piece in _split(text, chunk_size, overlap):
+        yield Chunk(
+            chunk_id=_chunk_id(document.doc_id, path, piece),
+            doc_id=document.doc_id,
+            source_path=document.source_path,
+            title=document.title,
+            section_path=path,
+            text=piece,
+            identifiers=extract_identifiers(f"{' '.join(path)}\n{piece}"),
+            start=start + piece_start,
+            end=start + piece_start + len(piece),
+            url=url,
+        )
+
+
+def _chunk_id(doc_id: str, path: tuple[str, ...], text: str) -> str:
+    payload = "\x1f".join((doc_id, *path, text)).encode("utf-8")
+    return hashlib.sha256(payload).hexdigest()[:20]
+
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(])|\n(?=\s*(?:- |\d+\. ))")
+
+
+def _blocks(text: str) -> list[tuple[int, str]]:
+    """Paragraphs and whole fenced blocks with their offsets in `text`."""
+    blocks: list[tuple[int, str]] = []
+    position = 0
+    for fence in _FENCE.finditer(text):
+        blocks.extend(_paragraphs(text[position:fence.start()], position))
+        blocks.append((fence.start(), fence.group(0)))
+        position = fence.end()
+    blocks.extend(_paragraphs(text[position:], position))
+    return blocks
+
+
+def _paragraphs(text: str, offset: int) -> list[tuple[int, str]]:
+    return [(offset + m.start(), m.group(0)) for m in re.finditer(r"\S(?:.|\n(?!\s*\n))*", text)]
+
+
+def _split(text: str, chunk_size: int, overlap: int) -> Iterator[tuple[int, str]]:
+    """(offset, piece) pairs covering `text`; pieces end at block, then sentence, then line boundaries."""
+    if len(text) <= chunk_size:
+        yield 0, text
+        return
+    units: list[tuple[int, str]] = []
+    for offset, block in _blocks(text):
+        if len(block) <= chunk_size or (block.startswith("```") and len(block) <= 2 * chunk_size):
+            units.append((offset, block))
+        else:
+            units.extend(_sentences(block, offset, chunk_size))
+    piece: list[tuple[int, str]] = []
+    for unit in units:
+        if piece and unit[0] + len(unit[1]) - piece[0][0] > chunk_size:
+            yield piece[0][0], text[piece[0][0]:piece[-1][0] + len(piece[-1][1])]
+            piece = _overlap_tail(piece, overlap)
+        piece.append(unit)
+    if piece:
+        yield piece[0][0], text[piece[0][0]:piece[-1][0] + len(piece[-1][1])]
+
+
+def _sentences(block: str, offset: int, chunk_size: int) -> Iterator[tuple[int, str]]:
+    separator = _SENTENCE_END if not block.startswith("```") else re.compile(r"\n")
+    position = 0
+    for match in list(separator.finditer(block)) + [None]:
+        end = match.start() if match else len(block)
+        sentence = block[position:end]
+        while len(sentence) > chunk_size:  # one giant line: cut it at the last space that fits
+            cut = sentence.rfind(" ", 0, chunk_size)
+            cut = cut if cut > chunk_size // 2 else chunk_size
+            yield offset + position, sentence[:cut]
+            position += cut
+            sentence = sentence[cut:]
+        if sentence.strip():
+            yield offset + position, sentence
+        position = match.end() if match else len(block)
+
+
+def _overlap_tail(piece: list[tuple[int, str]], overlap: int) -> list[tuple[int, str]]:
+    """The trailing units of the previous piece that fit in `overlap` characters."""
+    tail: list[tuple[int, str]] = []
+    size = 0
+    for unit in reversed(piece):
+        size += len(unit[1])
+        if size > overlap:
+            break
+        tail.insert(0, unit)
+    return tail
