@@ -1,0 +1,314 @@
+"""The ingest pipeline: scan sources, reuse what is unchanged, load + chunk + embed the rest, publish.
+
+The per-partition work is two pure generators over plain rows, `chunk_files` (bytes → chunk rows)
+and `embed_rows` (rows → rows with vectors, model loaded once per process). `run_ingest` runs them
+either in this process (engine "local") or on Spark (engine "spark", `rag.spark_job`), and both
+paths give identical chunk ids and vectors. Unchanged files (same sha256, same model and chunker
+settings) are not read again: their rows and vectors come from the serving version's chunk table,
+and chunks of changed files whose content hash is known reuse their vectors too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
+from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
+from rag.embedding import load_embedder, model_identity
+from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
+from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """The plain values the workers need (picklable; never the Settings object or a model)."""
+
+    model: str
+    chunk_size: int
+    chunk_overlap: int
+    encode_batch_size: int = 64
+    threads_per_task: int = 1
+
+    def chunker(self) -> dict[str, Any]:
+        return {"name": CHUNKER_NAME, "version": CHUNKER_VERSION, "chunk_size": self.chunk_size,
+                "chunk_overlap": self.chunk_overlap}
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # absolute path on this machine
+    source_path: str  # relative to its corpus root: the id users and golden sets see
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    index_dir: str
+    version: str
+    unchanged: bool
+    documents: int
+    chunks: int
+    embedded: int
+    reused: int
+    skipped: tuple[dict[str, str], ...]
+    engine: str
+    master: str
+    seconds: float
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "skipped": list(self.skipped)}
+
+
+# ------------------------------------------------------------------------------------------- pure stages
+
+
+def chunk_files(files: Iterable[tuple[str, bytes]], config: IngestConfig) -> Iterator[dict[str, Any]]:
+    """(source path, bytes) → one "doc" or "skip" row per file, then a "chunk" row per chunk (no vector)."""
+    for source_path, data in files:
+        try:
+            document = load_document(data, source_path)
+            chunks = chunk_document(document, config.chunk_size, config.chunk_overlap)
+        except LoaderError as exc:
+            yield {"kind": "skip", "source_path": source_path, "reason": exc.reason}
+            continue
+        except Exception as exc:  # a parser bug on one odd file must not sink the whole build
+            yield {"kind": "skip", "source_path": source_path, "reason": f"could not be parsed ({type(exc).__name__}: {exc})"}
+            continue
+        yield {"kind": "doc", "source_path": source_path, "title": document.title, "format": document.format,
+               "chunks": len(chunks)}
+        for chunk in chunks:
+            yield {"kind": "chunk", "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id,
+                   "source_path": chunk.source_path, "title": chunk.title,
+                   "section_path": list(chunk.section_path), "text": chunk.text,
+                   "identifiers": list(chunk.identifiers), "start": chunk.start, "end": chunk.end,
+                   "url": chunk.url, "embedding_text": chunk.embedding_text, "vector": None}
+
+
+def embed_rows(
+    rows: Iterable[dict[str, Any]], config: IngestConfig, known_ids: frozenset[str] = frozenset()
+) -> Iterator[dict[str, Any]]:
+    """Fill `vector` on chunk rows not in `known_ids`, a batch at a time; other rows pass through.
+
+    Ends with one "model" row carrying the model's identity when anything was embedded, so the
+    driver can record it without loading the model itself.
+    """
+    embedder = None
+    batch: list[dict[str, Any]] = []
+    seconds = 0.0
+
+    def flush() -> Iterator[dict[str, Any]]:
+        nonlocal seconds
+        started = time.perf_counter()
+        vectors = embedder.encode([r["embedding_text"] for r in batch], batch_size=config.encode_batch_size)
+        seconds += time.perf_counter() - started
+        for row, vector in zip(batch, vectors, strict=True):
+            yield {**row, "vector": vector.tolist()}
+        batch.clear()
+
+    for row in rows:
+        if row["kind"] != "chunk" or row["chunk_id"] in known_ids:
+            yield row
+            continue
+        if embedder is None:
+            embedder = load_embedder(config.model, config.threads_per_task)
+        batch.append(row)
+        if len(batch) >= config.encode_batch_size * 4:
+            yield from flush()
+    if batch:
+        yield from flush()
+    if embedder is not None:
+        identity = model_identity(embedder)
+        yield {"kind": "model", "name": identity.name, "dimension": identity.dimension,
+               "fingerprint": identity.fingerprint, "encode_seconds": seconds}
+
+
+# ------------------------------------------------------------------------------------------- driver
+
+
+def scan_sources(sources: Sequence[str | Path]) -> tuple[list[SourceFile], list[dict[str, str]]]:
+    """Candidate files with their hashes, and files skipped before parsing (unsupported, unreadable)."""
+    files: list[SourceFile] = []
+    skipped: list[dict[str, str]] = []
+    roots = [Path(s) for s in sources]
+    for root in roots:
+        if not root.exists():
+            raise SourceNotFoundError(f"Source path {root} does not exist: pass a folder or file of documents")
+    for root in roots:
+        prefix = f"{root.name}/" if len(roots) > 1 and root.is_dir() else ""
+        for path, relative in iter_source_files(root):
+            source_path = prefix + relative
+            if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+                skipped.append({"source_path": source_path,
+                                "reason": f"unsupported file type '{path.suffix or 'no extension'}'"})
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                skipped.append({"source_path": source_path, "reason": f"unreadable ({exc.strerror})"})
+                continue
+            files.append(SourceFile(str(path.resolve()), source_path, hashlib.sha256(data).hexdigest(), len(data)))
+    return files, skipped
+
+
+def read_files(files: Iterable[SourceFile]) -> Iterator[tuple[str, bytes]]:
+    for source in files:
+        yield source.source_path, Path(source.path).read_bytes()
+
+
+Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str]], list[dict[str, Any]]]
+
+
+def local_engine(files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]) -> list[dict[str, Any]]:
+    """The same stages as the Spark job, in this process."""
+    return list(embed_rows(chunk_files(read_files(files), config), config, known_ids))
+
+
+def run_ingest(
+    sources: Sequence[str | Path],
+    index_dir: Path,
+    config: IngestConfig,
+    *,
+    engine: Engine = local_engine,
+    engine_name: str = "local",
+    master: str = "",
+    flat_index_max: int = 100_000,
+    progress: Progress = lambda message: None,
+    before_publish: Any = None,
+    reuse: bool = True,
+) -> IngestReport:
+    """Build and publish a new index version from `sources`; the previous version serves until the switch."""
+    started = time.perf_counter()
+    stages: dict[str, float] = {}
+    files, skipped = scan_sources(sources)
+    progress(f"scan: {len(files)} files ({len(skipped)} skipped before parsing)")
+
+    previous = read_manifest(index_dir)
+    reusable = reuse and previous is not None and _same_build_settings(previous, config)
+    previous_files = {f["source_path"]: f for f in previous.get("files", [])} if reusable and previous else {}
+    unchanged_files = [f for f in files if previous_files.get(f.source_path, {}).get("sha256") == f.sha256]
+    changed_files = [f for f in files if f not in unchanged_files]
+    previous_skips = {s["source_path"]: s for s in (previous or {}).get("skipped", [])}
+    if reusable and previous and not changed_files and set(previous_files) == {f.source_path for f in files}:
+        version = previous["version"]
+        progress(f"unchanged: all {len(files)} files match version {version}; nothing to do")
+        counts = previous["counts"]
+        return IngestReport(str(index_dir), version, True, counts["documents"], counts["chunks"], 0,
+                            counts["chunks"], tuple(previous.get("skipped", [])), engine_name, master,
+                            round(time.perf_counter() - started, 3), stages)
+
+    reused_rows, known_vectors = _previous_rows(index_dir, unchanged_files) if reusable else ([], {})
+    progress(f"reuse: {len(unchanged_files)} unchanged files ({len(reused_rows)} chunks); "
+             f"processing {len(changed_files)} new or changed files")
+
+    stage_started = time.perf_counter()
+    rows = engine(changed_files, config, frozenset(known_vectors)) if changed_files else []
+    stages["chunk_and_embed"] = round(time.perf_counter() - stage_started, 3)
+
+    models = [r for r in rows if r["kind"] == "model"]
+    identity = _model_entry(models, previous, config)
+    if previous and previous.get("model", {}).get("fingerprint") not in (None, identity["fingerprint"]) and reused_rows:
+        progress("model changed under the same name: re-embedding everything")
+        return run_ingest(sources, index_dir, config, engine=engine, engine_name=engine_name, master=master,
+                          flat_index_max=flat_index_max, progress=progress, before_publish=before_publish,
+                          reuse=False)
+
+    embedded = 0
+    chunk_rows = list(reused_rows)
+    for row in rows:
+        if row["kind"] != "chunk":
+            continue
+        if row["vector"] is None:
+            row = {**row, "vector": known_vectors[row["chunk_id"]]}
+        else:
+            embedded += 1
+        chunk_rows.append(row)
+    new_docs = [r for r in rows if r["kind"] == "doc"]
+    file_hashes = {f.source_path: f for f in files}
+    skipped += [{"source_path": r["source_path"], "reason": r["reason"]} for r in rows if r["kind"] == "skip"]
+    documents = [_file_entry(previous_files[f.source_path], f) for f in unchanged_files
+                 if f.source_path not in previous_skips]
+    documents += [{"source_path": d["source_path"], "sha256": file_hashes[d["source_path"]].sha256,
+                   "size": file_hashes[d["source_path"]].size, "title": d["title"], "format": d["format"],
+                   "chunks": d["chunks"]} for d in new_docs]
+    if not chunk_rows:
+        raise NoDocumentsError(
+            f"No ingestible documents in {', '.join(map(str, sources))} ({len(skipped)} files skipped): "
+            "the previous index is untouched"
+        )
+    progress(f"chunks: {len(chunk_rows)} ({embedded} embedded, {len(chunk_rows) - embedded} reused)")
+
+    chunk_rows.sort(key=lambda r: (r["source_path"], r["start"], r["chunk_id"]))
+    chunk_rows = _dedupe_ids(chunk_rows)
+    manifest = {
+        "model": identity,
+        "chunker": config.chunker(),
+        "counts": {"documents": len(documents), "chunks": len(chunk_rows), "embedded": embedded,
+                   "reused": len(chunk_rows) - embedded, "skipped": len(skipped)},
+        "files": sorted(documents, key=lambda d: d["source_path"]),
+        "skipped": sorted(skipped, key=lambda s: s["source_path"]),
+        "sources": [str(Path(s).resolve()) for s in sources],
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "spark_master": master,
+        "engine": engine_name,
+    }
+    stage_started = time.perf_counter()
+    version = write_version(index_dir, rows_to_table(chunk_rows), manifest, flat_max=flat_index_max,
+                            before_publish=before_publish)
+    stages["publish"] = round(time.perf_counter() - stage_started, 3)
+    stages["encode"] = round(sum(m.get("encode_seconds", 0.0) for m in models), 3)
+    progress(f"publish: version {version} is now serving from {index_dir}/")
+    return IngestReport(str(index_dir), version, False, len(documents), len(chunk_rows), embedded,
+                        len(chunk_rows) - embedded, tuple(manifest["skipped"]), engine_name, master,
+                        round(time.perf_counter() - started, 3), stages)
+
+
+def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool:
+    return previous.get("model", {}).get("name") == config.model and previous.get("chunker") == config.chunker()
+
+
+def _previous_rows(index_dir: Path, unchanged: list[SourceFile]) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Rows of unchanged files, and every previous chunk's vector by id (for changed files' known chunks)."""
+    table = read_chunk_table(index_dir)
+    if table is None:
+        return [], {}
+    keep = {f.source_path for f in unchanged}
+    rows = table.to_pylist()
+    return [{"kind": "chunk", **r} for r in rows if r["source_path"] in keep], {r["chunk_id"]: r["vector"] for r in rows}
+
+
+def _model_entry(models: list[dict[str, Any]], previous: dict[str, Any] | None, config: IngestConfig) -> dict[str, Any]:
+    if models:
+        fingerprints = {m["fingerprint"] for m in models}
+        if len(fingerprints) > 1:  # workers loaded different files under one name: refuse to mix them
+            raise NoDocumentsError(f"Workers loaded different models for '{config.model}': check the model path on every node")
+        first = models[0]
+        return {"name": config.model, "dimension": first["dimension"], "fingerprint": first["fingerprint"],
+                "normalized": True, "backend": "sentence-transformers/torch", "metric": "inner_product"}
+    assert previous is not None, "nothing embedded and no previous index: no chunks either"
+    return dict(previous["model"])
+
+
+def _file_entry(previous: dict[str, Any], source: SourceFile) -> dict[str, Any]:
+    return {**previous, "sha256": source.sha256, "size": source.size}
+
+
+def _dedupe_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Identical text under the same heading of the same document is one chunk, not two."""
+    seen: set[str] = set()
+    unique = []
+    for row in rows:
+        if row["chunk_id"] not in seen:
+            seen.add(row["chunk_id"])
+            unique.append(row)
+    return unique
+

@@ -1,0 +1,65 @@
+"""Lexical side of retrieval: one tokenizer for chunks and questions, and the BM25 index (bm25s).
+
+Kafka text is full of compound identifiers (`transaction.timeout.ms`, `INVALID_RECORD_STATE`,
+`kafka-share-groups.sh`), so a token is emitted whole *and* split into its parts: an exact key
+matches exactly, and "transaction timeout" still finds it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import bm25s
+import numpy as np
+
+_WORD = re.compile(r"[a-z0-9_]+(?:[.\-][a-z0-9_]+)*")
+_STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does doing for from had has have how i if in into is
+    it its me my of on or our so such than that the their them then there these they this those to too was we
+    were what when where which while who why will with would you your am any all also just not no yes get got
+    there's it's i'm don't doesn't""".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased tokens: compound identifiers whole plus their parts, stopwords out, plurals folded."""
+    tokens: list[str] = []
+    for match in _WORD.finditer(text.lower()):
+        word = match.group(0)
+        parts = [p for p in re.split(r"[._\-]", word) if p]
+        if len(parts) > 1:
+            tokens.append(word)
+        tokens.extend(_fold(p) for p in parts if p not in _STOPWORDS and len(p) > 1)
+    return tokens
+
+
+def _fold(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def build_bm25(texts: list[str]) -> bm25s.BM25:
+    retriever = bm25s.BM25()
+    retriever.index([tokenize(t) or [""] for t in texts], show_progress=False)
+    return retriever
+
+
+def save_bm25(retriever: bm25s.BM25, directory: Path) -> None:
+    retriever.save(str(directory), show_progress=False)
+
+
+def load_bm25(directory: Path) -> bm25s.BM25:
+    return bm25s.BM25.load(str(directory), show_progress=False, verbosity=0)
+
+
+def bm25_scores(retriever: bm25s.BM25, query: str) -> np.ndarray:
+    """BM25 score of every chunk for `query` (zeros when no query token is in the vocabulary)."""
+    vocabulary = retriever.vocab_dict
+    tokens = [t for t in tokenize(query) if t in vocabulary]
+    if not tokens:
+        return np.zeros(retriever.scores["num_docs"], dtype=np.float32)
+    return np.asarray(retriever.get_scores(tokens), dtype=np.float32)

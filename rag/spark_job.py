@@ -1,0 +1,158 @@
+"""The Spark job: the ingest stages of `rag.ingest` mapped over partitions, locally or on a cluster.
+
+Spark only moves rows. Stage 1 maps file partitions through `chunk_files`; the chunk rows are then
+spread evenly over the cores and stage 2 maps them through `embed_rows`, which loads the model
+once per Python worker (a module-level cache in `rag.embedding`, never a pickled closure). The
+driver collects the rows as Arrow and hands them back to `run_ingest`, which builds and publishes
+the index. Threads per task are pinned (OMP/torch), so tasks x threads never exceed the cores.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from rag.errors import ConfigurationError
+from rag.ingest import IngestConfig, SourceFile, chunk_files, embed_rows
+
+ROW_FIELDS = (
+    "kind", "chunk_id", "doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end",
+    "url", "embedding_text", "vector", "format", "chunks", "reason", "name", "dimension", "fingerprint",
+    "encode_seconds",
+)
+ROW_SCHEMA = (
+    "kind string, chunk_id string, doc_id string, source_path string, title string, section_path array<string>, "
+    "text string, identifiers array<string>, start long, end long, url string, embedding_text string, "
+    "vector array<float>, format string, chunks long, reason string, name string, dimension long, "
+    "fingerprint string, encode_seconds double"
+)
+
+
+def check_java() -> str:
+    """Spark 4 needs Java 17+; say so plainly instead of letting the JVM launch fail obscurely."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        raise ConfigurationError(
+            "Java was not found: Spark needs Java 17 or newer. Install it (e.g. 'apt-get install openjdk-17-jre-headless') "
+            "or set JAVA_HOME"
+        )
+    output = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', output)
+    major = int(match.group(1)) if match else 0
+    if major == 1 and match and match.group(2):
+        major = int(match.group(2))
+    if major < 17:
+        raise ConfigurationError(f"Spark needs Java 17 or newer, found {major or 'unknown'} at {java}: install Java 17+ or set JAVA_HOME")
+    return str(major)
+
+
+def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> Any:
+    check_java()
+    from pyspark.sql import SparkSession
+
+    threads = str(threads_per_task)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("kafka-rag-ingest")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_batch_size))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.executorEnv.OMP_NUM_THREADS", threads)
+        .config("spark.executorEnv.MKL_NUM_THREADS", threads)
+        .config("spark.executorEnv.TOKENIZERS_PARALLELISM", "false")
+        .config("spark.executorEnv.HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
+        .config("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
+        .config("spark.driver.host", "127.0.0.1" if master.startswith("local") else os.environ.get("SPARK_DRIVER_HOST", "127.0.0.1"))
+        .config("spark.driver.bindAddress", "127.0.0.1" if master.startswith("local") else "0.0.0.0")
+    )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def spark_engine(master: str, arrow_batch_size: int = 1000):
+    """An `Engine` for `run_ingest` that runs the stages on Spark at `master`."""
+
+    def run(files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]) -> list[dict[str, Any]]:
+        spark = spark_session(master, config.threads_per_task, arrow_batch_size)
+        try:
+            return _run_job(spark, files, config, known_ids)
+        finally:
+            spark.stop()
+
+    return run
+
+
+def _run_job(spark: Any, files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    parallelism = max(spark.sparkContext.defaultParallelism, 1)
+    # Biggest files first, dealt round-robin, so no partition gets all the large documents.
+    ordered = sorted(files, key=lambda f: -f.size)
+    rows = [(f.source_path, f.path, i % parallelism) for i, f in enumerate(ordered)]
+    frame = spark.createDataFrame(rows, "source_path string, path string, slot int")
+    frame = frame.repartition(min(parallelism, len(files)), "slot")
+    known = spark.sparkContext.broadcast(known_ids)
+
+    def chunk_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        def files_in(batch: pd.DataFrame):
+            for source_path, path in zip(batch["source_path"], batch["path"], strict=True):
+                with open(path, "rb") as handle:
+                    yield source_path, handle.read()
+
+        for batch in batches:
+            yield _frame(chunk_files(files_in(batch), config))
+
+    def embed_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        def rows_in() -> Iterator[dict[str, Any]]:
+            for batch in batches:
+                for record in batch.to_dict("records"):
+                    yield _from_pandas(record)
+
+        yield _frame(embed_rows(rows_in(), config, known.value))
+
+    chunked = frame.mapInPandas(chunk_partition, ROW_SCHEMA)
+    # Spread the chunks evenly over the cores before the expensive stage.
+    balanced = chunked.repartition(parallelism)
+    embedded = balanced.mapInPandas(embed_partition, ROW_SCHEMA)
+    table = embedded.toArrow()
+    return [_clean_row(r) for r in table.to_pylist()]
+
+
+def _frame(rows: Iterator[dict[str, Any]]) -> Any:
+    import pandas as pd
+
+    records = [{name: row.get(name) for name in ROW_FIELDS} for row in rows]
+    return pd.DataFrame(records, columns=list(ROW_FIELDS), dtype=object)
+
+
+_INTEGER_FIELDS = ("start", "end", "chunks", "dimension")
+
+
+def _from_pandas(record: dict[str, Any]) -> dict[str, Any]:
+    """Undo pandas' conversions (arrays → lists, nullable ints → floats, nulls → NaN)."""
+    row: dict[str, Any] = {}
+    for key, value in record.items():
+        if hasattr(value, "tolist"):
+            value = value.tolist()
+        elif isinstance(value, float) and value != value:
+            value = None
+        if key in _INTEGER_FIELDS and value is not None:
+            value = int(value)
+        row[key] = value
+    return row
+
+
+def _clean_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if v is not None or k == "vector"}
