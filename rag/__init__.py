@@ -1,0 +1,45 @@
+"""kafka-rag: a troubleshooting assistant for Apache Kafka.
+
+The public API, the only names adapters (CLI, web UI, Slack, evals) import:
+"""
+
+from rag.errors import (
+    ConfigurationError,
+    EvalError,
+    GenerationError,
+    GoldenFileError,
+    IndexMismatchError,
+    IndexNotFoundError,
+    IndexStoreError,
+    IngestError,
+    KafkaRagError,
+    QuestionError,
+)
+from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
+from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
+from rag.service import Assistant
+from rag.settings import Settings
+
+__all__ = [
+    "Answer",
+    "Assistant",
+    "Citation",
+    "ConfigurationError",
+    "EvalError",
+    "GenerationError",
+    "GoldenFileError",
+    "IndexMismatchError",
+    "IndexNotFoundError",
+    "IndexStoreError",
+    "IndexStatus",
+    "IngestError",
+    "KafkaRagError",
+    "Passage",
+    "QuestionError",
+    "SearchResult",
+    "Settings",
+    "append_feedback",
+    "check_writable",
+    "export_thumbs_down",
+    "feedback_record",
+]

@@ -11,6 +11,7 @@
     ├── IndexStoreError
     │   ├── IndexNotFoundError      no published index: run `kafka-rag ingest`
     │   └── IndexMismatchError      the index was built with another embedding model
+    ├── QuestionError               an empty or unusable question: nothing is searched
     ├── RetrievalError
     ├── GenerationError             the LLM endpoint failed, timed out or answered nonsense
     └── EvalError
@@ -69,6 +70,10 @@ class IndexNotFoundError(IndexStoreError):
 
 
 class IndexMismatchError(IndexStoreError):
+    pass
+
+
+class QuestionError(KafkaRagError):
     pass
 
 

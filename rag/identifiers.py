@@ -13,7 +13,8 @@ _EXCEPTION = re.compile(r"\b(?:[a-z][\w]*\.)*([A-Z][A-Za-z0-9]*(?:Exception|Erro
 _UPPER_SNAKE = re.compile(r"\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b")
 _ERROR_CODE = re.compile(r"\b(?:error[ _-]?code|code)\s*[:=#]?\s*\(?(\d{1,4})\b", re.I)
 _CODE_DEFINITION = re.compile(r"\b[A-Z][A-Z0-9_]+\((\d{1,4}),")  # INVALID_RECORD(83, "...")
-_CONFIG_KEY = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*\.[a-z][a-z0-9]*(?:[._-]?[a-z0-9]+)*(?![\w.(/])")
+# Dot-separated parts; `_` and `-` only inside parts, so no two quantifiers compete (no backtracking blow-up).
+_CONFIG_KEY = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w.(/$])")
 _TICKET = re.compile(r"\b(KIP|KAFKA)-(\d+)\b", re.I)
 _CLI_TOOL = re.compile(r"\b((?:kafka|zookeeper|connect)-[a-z-]+[a-z])(?:\.sh|\.bat)?\b")
 _METHOD = re.compile(r"\b([a-z]+[A-Z][A-Za-z]+)\(\)")
@@ -23,6 +24,8 @@ _NOT_CONFIG_SUFFIX = {
     "sh", "bat", "txt", "log", "html", "htm", "md", "json", "yml", "yaml", "xml", "jar", "java", "scala", "py",
     "com", "org", "net", "io", "properties", "sbt", "gz", "tgz", "zip", "conf", "cfg", "pdf", "png", "local",
 }
+# Template placeholders in the Kafka docs, not error codes.
+_NOT_UPPER_SNAKE = {"scala_version", "kafka_version", "full_dot_version"}
 _NOT_CONFIG_PREFIX = ("org.", "com.", "java.", "javax.", "io.", "kafka.common", "e.g", "i.e", "www.", "etc.")
 _CONFIG_WORDS = {"ms", "bytes", "size", "enable", "max", "min", "timeout", "interval", "level", "id", "factor",
                  "records", "count", "type", "mode", "class", "dir", "dirs", "policy", "ratio", "retries"}
@@ -32,7 +35,7 @@ def extract_identifiers(text: str) -> tuple[str, ...]:
     """Sorted unique identifiers found in `text`, lower-cased."""
     found: set[str] = set()
     found.update(m.group(1).lower() for m in _EXCEPTION.finditer(text))
-    found.update(m.group(0).lower() for m in _UPPER_SNAKE.finditer(text))
+    found.update(m.group(0).lower() for m in _UPPER_SNAKE.finditer(text) if m.group(0).lower() not in _NOT_UPPER_SNAKE)
     found.update(f"code:{int(m.group(1))}" for m in _ERROR_CODE.finditer(text))
     found.update(f"code:{int(m.group(1))}" for m in _CODE_DEFINITION.finditer(text))
     found.update(f"{m.group(1).lower()}-{m.group(2)}" for m in _TICKET.finditer(text))
@@ -46,7 +49,7 @@ def _is_config_key(candidate: str) -> bool:
     parts = candidate.split(".")
     if parts[-1] in _NOT_CONFIG_SUFFIX or candidate.startswith(_NOT_CONFIG_PREFIX):
         return False
-    if any(not part for part in parts) or any(part.isdigit() for part in parts):
+    if any(not part or part.isdigit() or part[0] in "_-" or part[-1] in "_-" for part in parts):
         return False
     # Two-part keys are common English abbreviations too ("e.g", "vs.x"); ask for a config-ish word.
     return len(parts) >= 3 or any(part in _CONFIG_WORDS or "-" in part or "_" in part for part in parts)

@@ -52,6 +52,7 @@ CHUNK_SCHEMA = pa.schema([
     ("end", pa.int64()),
     ("url", pa.string()),
     ("vector", pa.list_(pa.float32())),
+    ("unit_vectors", pa.list_(pa.list_(pa.float32()))),  # one per `rag.sentences.split_units(text)` unit
 ])
 
 
@@ -62,8 +63,9 @@ class LoadedIndex:
     version: str
     path: Path
     manifest: dict[str, Any]
-    chunks: pa.Table  # CHUNK_SCHEMA without the vector column
+    chunks: pa.Table  # CHUNK_SCHEMA without the vector columns
     vectors: np.ndarray  # float32 (n, dim), row i = chunk row i
+    unit_vectors: list[np.ndarray]  # per chunk row: float32 (units, dim)
     faiss_index: faiss.Index
     bm25: Any
 
@@ -192,13 +194,17 @@ def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> 
     try:
         table = pq.read_table(path / "chunks.parquet")
         vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32).reshape(len(table), -1)
+        dimension = vectors.shape[1]
+        unit_vectors = [np.asarray(u, dtype=np.float32).reshape(-1, dimension)
+                        for u in table.column("unit_vectors").to_pylist()]
         index = faiss.read_index(str(path / "faiss.index"))
         bm25 = load_bm25(path / "bm25")
     except (OSError, RuntimeError, ValueError) as exc:
         raise IndexStoreError(f"Index version {version} in {index_dir}/ is unreadable ({exc}): re-run 'kafka-rag ingest'") from exc
     if hasattr(index, "hnsw"):
         index.hnsw.efSearch = int(manifest["faiss"].get("efSearch", HNSW_EF_SEARCH))
-    return LoadedIndex(version, path, manifest, table.drop(["vector"]), vectors, index, bm25)
+    return LoadedIndex(version, path, manifest, table.drop(["vector", "unit_vectors"]), vectors, unit_vectors,
+                       index, bm25)
 
 
 def check_model(manifest: Mapping[str, Any], expected: ModelIdentity) -> None:

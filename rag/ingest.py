@@ -23,6 +23,7 @@ from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
 from rag.embedding import load_embedder, model_identity
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
+from rag.sentences import split_units
 
 Progress = Callable[[str], None]
 
@@ -91,13 +92,17 @@ def chunk_files(files: Iterable[tuple[str, bytes]], config: IngestConfig) -> Ite
                    "source_path": chunk.source_path, "title": chunk.title,
                    "section_path": list(chunk.section_path), "text": chunk.text,
                    "identifiers": list(chunk.identifiers), "start": chunk.start, "end": chunk.end,
-                   "url": chunk.url, "embedding_text": chunk.embedding_text, "vector": None}
+                   "url": chunk.url, "embedding_text": chunk.embedding_text, "vector": None,
+                   "unit_vectors": None}
 
 
 def embed_rows(
     rows: Iterable[dict[str, Any]], config: IngestConfig, known_ids: frozenset[str] = frozenset()
 ) -> Iterator[dict[str, Any]]:
-    """Fill `vector` on chunk rows not in `known_ids`, a batch at a time; other rows pass through.
+    """Fill `vector` (and `unit_vectors`, one per sentence unit) on chunk rows not in `known_ids`.
+
+    Sentence units are embedded here, once, so answering a question only has to embed the question.
+    Rows are embedded a batch at a time; other rows pass through.
 
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
     driver can record it without loading the model itself.
@@ -108,11 +113,16 @@ def embed_rows(
 
     def flush() -> Iterator[dict[str, Any]]:
         nonlocal seconds
+        units = [split_units(r["text"]) for r in batch]
+        texts = [r["embedding_text"] for r in batch] + [u for row_units in units for u in row_units]
         started = time.perf_counter()
-        vectors = embedder.encode([r["embedding_text"] for r in batch], batch_size=config.encode_batch_size)
+        vectors = embedder.encode(texts, batch_size=config.encode_batch_size)
         seconds += time.perf_counter() - started
-        for row, vector in zip(batch, vectors, strict=True):
-            yield {**row, "vector": vector.tolist()}
+        position = len(batch)
+        for row, vector, row_units in zip(batch, vectors[: len(batch)], units, strict=True):
+            unit_vectors = vectors[position:position + len(row_units)]
+            position += len(row_units)
+            yield {**row, "vector": vector.tolist(), "unit_vectors": unit_vectors.tolist()}
         batch.clear()
 
     for row in rows:
@@ -228,7 +238,7 @@ def run_ingest(
         if row["kind"] != "chunk":
             continue
         if row["vector"] is None:
-            row = {**row, "vector": known_vectors[row["chunk_id"]]}
+            row = {**row, **known_vectors[row["chunk_id"]]}
         else:
             embedded += 1
         chunk_rows.append(row)
@@ -276,14 +286,17 @@ def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool
     return previous.get("model", {}).get("name") == config.model and previous.get("chunker") == config.chunker()
 
 
-def _previous_rows(index_dir: Path, unchanged: list[SourceFile]) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
-    """Rows of unchanged files, and every previous chunk's vector by id (for changed files' known chunks)."""
+def _previous_rows(
+    index_dir: Path, unchanged: list[SourceFile]
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Rows of unchanged files, and every previous chunk's vectors by id (for changed files' known chunks)."""
     table = read_chunk_table(index_dir)
     if table is None:
         return [], {}
     keep = {f.source_path for f in unchanged}
     rows = table.to_pylist()
-    return [{"kind": "chunk", **r} for r in rows if r["source_path"] in keep], {r["chunk_id"]: r["vector"] for r in rows}
+    vectors = {r["chunk_id"]: {"vector": r["vector"], "unit_vectors": r["unit_vectors"]} for r in rows}
+    return [{"kind": "chunk", **r} for r in rows if r["source_path"] in keep], vectors
 
 
 def _model_entry(models: list[dict[str, Any]], previous: dict[str, Any] | None, config: IngestConfig) -> dict[str, Any]:

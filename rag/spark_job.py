@@ -22,13 +22,13 @@ from rag.ingest import IngestConfig, SourceFile, chunk_files, embed_rows
 
 ROW_FIELDS = (
     "kind", "chunk_id", "doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end",
-    "url", "embedding_text", "vector", "format", "chunks", "reason", "name", "dimension", "fingerprint",
+    "url", "embedding_text", "vector", "unit_vectors", "format", "chunks", "reason", "name", "dimension", "fingerprint",
     "encode_seconds",
 )
 ROW_SCHEMA = (
     "kind string, chunk_id string, doc_id string, source_path string, title string, section_path array<string>, "
     "text string, identifiers array<string>, start long, end long, url string, embedding_text string, "
-    "vector array<float>, format string, chunks long, reason string, name string, dimension long, "
+    "vector array<float>, unit_vectors array<array<float>>, format string, chunks long, reason string, name string, dimension long, "
     "fingerprint string, encode_seconds double"
 )
 
@@ -155,4 +155,4 @@ def _from_pandas(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _clean_row(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if v is not None or k == "vector"}
+    return {k: v for k, v in row.items() if v is not None or k in ("vector", "unit_vectors")}

@@ -1,0 +1,166 @@
+"""The offline answerer: pick the sentences of the retrieved passages that answer the question, lay
+them out for troubleshooting, and cite each one; or abstain when the evidence is weak.
+
+Sentences are quoted verbatim (their vectors were computed at ingest, see `rag.sentences`), so
+every claim is in its passage by construction. The layout groups them as "what it means / likely
+cause", "what to do" and "how to check". Deterministic for the same index and question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from rag.identifiers import extract_identifiers
+from rag.lexical import tokenize
+from rag.passages import Citation, Passage
+from rag.retrieval import Hit, Ranking, Retriever
+from rag.sentences import split_units
+
+NOT_COVERED = "The knowledge base does not cover this."
+
+_DO = re.compile(
+    r"^(?:- )?(?:\d+\)\s*)?(?:Set|Use|Ensure|Make sure|Increase|Decrease|Reduce|Raise|Lower|Upgrade|Restart|Add|"
+    r"Configure|Enable|Disable|Avoid|Review|Try|Consider|Switch|Turn|Call|Provide|Remove|Delete|Tune|Track|"
+    r"Acknowledge|Commit|Bring|Include|Change|Migrate|Replace|Deploy|Wait|Retry|Handle)\b"
+    r"|\byou (?:can|should|need to|must|have to|will have to)\b|\bworkaround\b|\bthe fix\b|\bto (?:fix|avoid|resolve)\b",
+    re.I,
+)
+_CHECK = re.compile(
+    r"^(?:- )?(?:#|\$ |bin/|kafka-[\w-]+|grep |jstack|jmap|zookeeper-shell)|\b(?:check|verify|monitor|look for|describe|"
+    r"inspect|metrics?|jmx|MaxLag|kafka-[\w-]+\.sh)\b",
+    re.I,
+)
+_CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.sh\s)")
+_DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(?![`\w(])")
+
+_HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
+
+
+@dataclass(frozen=True)
+class Draft:
+    text: str
+    citations: tuple[Citation, ...]
+    abstained: bool
+    related: tuple[Passage, ...] = ()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How well the retrieved passages match the question: the inputs to the abstention decision."""
+
+    best_dense: float
+    term_coverage: float
+
+
+def assess(retriever: Retriever, query: str, ranking: Ranking) -> Evidence:
+    rows = [hit.row for hit in ranking.hits[:3]]
+    best = max((hit.dense for hit in ranking.hits), default=0.0)
+    return Evidence(best_dense=best, term_coverage=retriever.term_coverage(query, rows))
+
+
+def abstain(retriever: Retriever, ranking: Ranking, related: int = 3) -> Draft:
+    passages = tuple(retriever.passage(hit) for hit in ranking.hits[:related])
+    note = " The closest passages are listed as possibly related." if passages else ""
+    return Draft(text=NOT_COVERED + note, citations=(), abstained=True, related=passages)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    hit_index: int
+    text: str
+    vector: np.ndarray
+    score: float
+    bucket: str
+
+
+def extract_answer(retriever: Retriever, query: str, ranking: Ranking, max_sentences: int) -> Draft:
+    """The best-supported sentences of the ranked passages, grouped and cited with [n] markers."""
+    query_terms = set(tokenize(query))
+    query_identifiers = set(ranking.query_identifiers)
+    units: list[_Unit] = []
+    for hit_index, hit in enumerate(ranking.hits):
+        units.extend(_score_units(retriever, hit, hit_index, ranking.query_vector, query_terms, query_identifiers))
+    if not units:
+        return abstain(retriever, ranking)
+    units.sort(key=lambda u: (-u.score, u.hit_index, u.text))
+    best = units[0].score
+    chosen: list[_Unit] = []
+    for unit in units:
+        if len(chosen) == max_sentences or unit.score < best - 0.18:
+            break
+        if any(float(unit.vector @ other.vector) > 0.9 for other in chosen):
+            continue  # near-duplicate of a sentence already chosen
+        chosen.append(unit)
+    return _render(retriever, ranking.hits, chosen)
+
+
+def _score_units(retriever, hit: Hit, hit_index: int, query_vector, query_terms, query_identifiers) -> list[_Unit]:
+    row = retriever.row(hit.row)
+    texts = split_units(row["text"])
+    vectors = retriever.index.unit_vectors[hit.row]
+    if len(texts) != len(vectors):  # a chunk table written by another splitter version: skip, never misquote
+        return []
+    heading = " ".join(row["section_path"][1:])
+    scored = []
+    for text, vector in zip(texts, vectors, strict=True):
+        if _is_heading_like(text):
+            continue
+        similarity = float(vector @ query_vector)
+        terms = set(tokenize(text))
+        overlap = len(terms & query_terms) / (len(query_terms) or 1)
+        identifiers = len(set(extract_identifiers(text)) & query_identifiers)
+        score = similarity + 0.15 * overlap + 0.08 * min(identifiers, 2) + 0.04 / (1 + hit_index)
+        scored.append(_Unit(hit_index, text, vector, score, _bucket(text, heading)))
+    return scored
+
+
+def _is_heading_like(text: str) -> bool:
+    stripped = text.strip()
+    return len(stripped.split()) < 4 and not _CODE_LINE.match(stripped) or stripped.endswith("?")
+
+
+def _bucket(text: str, heading: str) -> str:
+    if _CODE_LINE.match(text.strip()) or re.search(r"diagnos|monitor", heading, re.I):
+        return "check"
+    if _DO.search(text) or re.search(r"solution|workaround|how (?:do|to|can|should)", heading, re.I):
+        return "do"
+    if _CHECK.search(text):
+        return "check"
+    return "cause"
+
+
+def _render(retriever: Retriever, hits: tuple[Hit, ...], chosen: list[_Unit]) -> Draft:
+    markers: dict[int, int] = {}
+    for unit in sorted(chosen, key=lambda u: ([b for b, _ in _HEADINGS].index(u.bucket), -u.score)):
+        markers.setdefault(unit.hit_index, len(markers) + 1)
+    groups = {bucket: [u for u in chosen if u.bucket == bucket] for bucket, _ in _HEADINGS}
+    used = [bucket for bucket, _ in _HEADINGS if groups[bucket]]
+    lines: list[str] = []
+    for bucket, title in _HEADINGS:
+        if not groups[bucket]:
+            continue
+        if len(used) > 1:
+            lines.append(title)
+        for unit in sorted(groups[bucket], key=lambda u: -u.score):
+            lines.append(f"- {_format_unit(unit.text)} [{markers[unit.hit_index]}]")
+        lines.append("")
+    citations = tuple(
+        Citation(
+            marker=marker,
+            passage=retriever.passage(hits[hit_index]),
+            quotes=tuple(u.text for u in sorted(chosen, key=lambda u: -u.score) if u.hit_index == hit_index),
+        )
+        for hit_index, marker in sorted(markers.items(), key=lambda item: item[1])
+    )
+    return Draft(text="\n".join(lines).strip(), citations=citations, abstained=False)
+
+
+def _format_unit(text: str) -> str:
+    """Commands and config keys in code formatting; the words themselves stay as in the source."""
+    text = re.sub(r"^- ", "", text.strip())
+    if _CODE_LINE.match(text) and "`" not in text:
+        return f"`{text}`"
+    return _DOTTED_KEY.sub(lambda m: f"`{m.group(1)}`" if extract_identifiers(m.group(1)) else m.group(1), text)

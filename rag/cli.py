@@ -1,0 +1,208 @@
+"""`kafka-rag`: the command line. Each subcommand loads settings once, applies its flags, and calls
+the library; adapters with their own flags (serve, slack, eval) register through `add_arguments`/`run`.
+
+Exit codes: 0 ok, 1 a gate or check failed, 2 bad input or configuration (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rag.errors import KafkaRagError, SourceNotFoundError
+from rag.settings import Settings
+
+SAMPLE_QUESTION = "What does error code 121 INVALID_RECORD_STATE mean?"
+_ADAPTERS = {"serve": "ui.web", "slack": "ui.slack_app", "eval": "evals.runner"}
+_ADAPTER_HELP = {
+    "serve": "start the chat web UI (Gradio) on the published index",
+    "slack": "run the Slack bot (Socket Mode, or HTTP events with --http)",
+    "eval": "score an index against a golden Q&A set",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = _parser(argv)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except KafkaRagError as exc:
+        print(f"kafka-rag: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kafka-rag: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafka-rag", description="Troubleshooting assistant for Apache Kafka")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="build and publish an index from documents with Spark")
+    ingest.add_argument("sources", nargs="*", metavar="SOURCE", help="folders or files (default: seeds/)")
+    ingest.add_argument("--index", type=Path, help="index directory (default: index/)")
+    ingest.add_argument("--master", help="Spark master URL (default: local[*]; e.g. spark://host:7077)")
+    ingest.add_argument("--model", help="embedding model name or local path")
+    ingest.add_argument("--no-spark", action="store_true", help="embed in this process instead of on Spark")
+    ingest.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    ingest.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    ingest.add_argument("--sample", action="store_true", help="then show the best passages for a sample question")
+    ingest.set_defaults(handler=_ingest)
+
+    for name in ("ask", "chat"):
+        command = commands.add_parser(name, help="answer one question" if name == "ask" else "interactive chat")
+        if name == "ask":
+            command.add_argument("question", nargs="?", help="the question; read from stdin when omitted or '-'")
+            command.add_argument("--json", action="store_true", help="print the Answer as JSON")
+        command.add_argument("--index", type=Path, help="index directory (default: index/)")
+        command.add_argument("--llm", action="store_true", help="answer with the configured LLM (KAFKA_RAG_LLM_*)")
+        command.add_argument("--retrieval", choices=("dense", "bm25", "hybrid"))
+        command.add_argument("--top-k", type=int)
+        command.set_defaults(handler=_ask if name == "ask" else _chat)
+
+    feedback = commands.add_parser("feedback", help="work with collected thumbs up/down")
+    feedback_commands = feedback.add_subparsers(dest="feedback_command", required=True)
+    export = feedback_commands.add_parser("export", help="thumbs-down answers as draft golden-set lines")
+    export.add_argument("--feedback", type=Path, help="feedback JSONL (default: KAFKA_RAG_FEEDBACK_PATH)")
+    export.add_argument("--out", type=Path, help="write here instead of stdout")
+    export.set_defaults(handler=_feedback_export)
+
+    # Adapters are imported only when their command is used, so `ingest` never pays for Gradio or Slack.
+    wanted = next((a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("-")), None)
+    for name, module in _ADAPTERS.items():
+        command = commands.add_parser(name, help=_ADAPTER_HELP[name])
+        if name == wanted:
+            adapter = importlib.import_module(module)
+            adapter.add_arguments(command)
+            command.set_defaults(handler=adapter.run)
+    return parser
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from rag.index_store import read_manifest, summarize
+    from rag.ingest import IngestConfig, run_ingest
+
+    settings = Settings.from_env(index_dir=args.index, model=args.model, spark_master=args.master)
+    sources = args.sources or list(settings.sources)
+    missing = [s for s in sources if not Path(s).exists()]
+    if missing:
+        raise SourceNotFoundError(f"Source path {missing[0]} does not exist: pass a folder or file of documents")
+    config = IngestConfig(settings.model, settings.chunk_size, settings.chunk_overlap, settings.encode_batch_size,
+                          settings.threads_per_task)
+    quiet = args.quiet or args.json
+    progress = (lambda message: None) if quiet else (lambda message: print(f"[ingest] {message}", file=sys.stderr))
+    if args.no_spark:
+        report = run_ingest(sources, settings.index_dir, config, flat_index_max=settings.flat_index_max,
+                            progress=progress)
+    else:
+        from rag.spark_job import spark_engine
+
+        progress(f"spark: starting {settings.spark_master}")
+        report = run_ingest(sources, settings.index_dir, config, engine=spark_engine(settings.spark_master,
+                            settings.arrow_batch_size), engine_name="spark", master=settings.spark_master,
+                            flat_index_max=settings.flat_index_max, progress=progress)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    elif not args.quiet:
+        summary = summarize(read_manifest(settings.index_dir) or {})
+        print(f"Index {summary['version']} in {settings.index_dir}/: {summary['documents']} documents, "
+              f"{summary['chunks']} chunks ({report.embedded} embedded, {report.reused} reused), "
+              f"{summary['index_type']} index, model {summary['model']}, {report.seconds:.1f}s")
+        for skip in report.skipped:
+            print(f"  skipped {skip['source_path']}: {skip['reason']}")
+    if args.sample:
+        _print_sample(settings)
+    return 0
+
+
+def _print_sample(settings: Settings) -> None:
+    from rag.service import Assistant
+
+    result = Assistant.from_settings(settings).search(SAMPLE_QUESTION, k=3)
+    print(f"\nBest passages for: {SAMPLE_QUESTION}")
+    for rank, passage in enumerate(result.passages, start=1):
+        print(f"  {rank}. {passage.heading} ({passage.source_path}, score {passage.score:.3f})")
+        print(f"     {' '.join(passage.text.split())[:160]}…")
+
+
+def _assistant(args: argparse.Namespace):
+    from rag.service import Assistant
+
+    settings = Settings.from_env(index_dir=args.index, answerer="llm" if args.llm else None,
+                                 retrieval_mode=args.retrieval, top_k=args.top_k)
+    return Assistant.from_settings(settings)
+
+
+def _ask(args: argparse.Namespace) -> int:
+    question = args.question
+    if question in (None, "-"):
+        question = sys.stdin.read()
+    assistant = _assistant(args)
+    answer = assistant.ask(question)
+    if args.json:
+        print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(render_answer(answer))
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    assistant = _assistant(args)
+    history: list[dict[str, str]] = []
+    print("kafka-rag chat: ask about Kafka errors and configuration. Empty line or Ctrl-D to quit.")
+    while True:
+        try:
+            question = input("\nyou> ").strip()
+        except EOFError:
+            print()
+            return 0
+        if not question:
+            return 0
+        try:
+            answer = assistant.ask(question, history)
+        except KafkaRagError as exc:
+            print(f"kafka-rag: {exc}")
+            continue
+        print("\n" + render_answer(answer))
+        history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer.text}]
+
+
+def render_answer(answer) -> str:
+    """Terminal rendering: the answer, its notes, then the numbered sources."""
+    lines = [answer.text]
+    lines += [f"\nNote: {note}" for note in answer.notes]
+    if answer.citations:
+        lines.append("\nSources:")
+        lines += [f"  [{c.marker}] {c.passage.heading} ({c.passage.source_path})" for c in answer.citations]
+    if answer.related:
+        lines.append("\nPossibly related:")
+        lines += [f"  - {p.heading} ({p.source_path})" for p in answer.related]
+    return "\n".join(lines)
+
+
+def _feedback_export(args: argparse.Namespace) -> int:
+    from rag.feedback import export_thumbs_down
+
+    path = args.feedback or Settings.from_env().feedback_path
+    if not path.exists():
+        raise SourceNotFoundError(f"No feedback file at {path}: nothing has been rated yet")
+    lines = "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in export_thumbs_down(path))
+    if args.out:
+        args.out.write_text(lines, encoding="utf-8")
+        print(f"Wrote {lines.count(chr(10))} draft golden lines to {args.out} (marked unreviewed)", file=sys.stderr)
+    else:
+        sys.stdout.write(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Turning what a user typed into a retrieval query: log reduction and follow-up rewriting.
+
+Pasted logs and stack traces are mostly noise for retrieval (timestamps, thread names, hosts, stack
+frames, hex ids); `reduce_to_signal` keeps the exception classes and messages, the `Caused by`
+chain, config keys and error codes, plus any prose the user wrote around the paste. A follow-up
+("and what's its default?") is rewritten deterministically into a standalone query by carrying the
+subject of the earlier user turns; an LLM rewrite replaces this when an LLM is configured.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rag.identifiers import extract_identifiers
+from rag.lexical import tokenize
+
+MAX_SIGNAL_CHARS = 1200
+
+_TIMESTAMP = re.compile(
+    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
+)
+_LEVEL = re.compile(r"\b(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b")
+_THREAD = re.compile(r"\[[^\]\n]{0,120}\]|\((?:[\w.-]*thread[\w.-]*|main)\)", re.I)
+_HOST = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\b[\w-]+(?:\.[\w-]+)+:\d{2,5}\b")
+_HEX = re.compile(r"\b(?:0x)?[0-9a-f]{12,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+_FRAME = re.compile(r"^\s*(?:at\s+[\w$.<>/]+\(.*\)|\.\.\.\s*\d+\s+more|~?\[[^\]]*\.jar[^\]]*\])\s*$")
+_EXCEPTION_LINE = re.compile(r"(?:Caused by:\s*)?(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b(?::\s*.*)?")
+_LOG_SHAPE = re.compile(r"^\s*at\s+[\w$.]+\(|Caused by:|\b(?:ERROR|WARN|INFO)\b|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}", re.M)
+
+_ANAPHORA = re.compile(r"\b(it|its|it's|that|this|these|those|they|them|their|there|same|such|one)\b", re.I)
+_FOLLOWUP_START = re.compile(r"^\s*(and|also|what about|how about|so|then|but|ok|okay)\b", re.I)
+
+
+@dataclass(frozen=True)
+class ReducedQuery:
+    text: str
+    trimmed: bool  # the input was a log paste or too long, and was reduced to its signal
+
+
+def looks_like_log(text: str) -> bool:
+    return len(_LOG_SHAPE.findall(text)) >= 2
+
+
+def reduce_to_signal(text: str, max_chars: int) -> ReducedQuery:
+    """Keep what identifies the problem; drop what identifies this particular occurrence."""
+    text = _printable(text)
+    if not looks_like_log(text) and len(text) <= max_chars:
+        return ReducedQuery(" ".join(text.split()), trimmed=False)
+    kept: list[str] = []
+    seen: set[str] = set()
+    for raw_line in text[: 400_000].split("\n"):  # a 200 KB paste is scanned once, linearly
+        if _FRAME.match(raw_line):
+            continue
+        line = _HEX.sub(" ", _HOST.sub(" ", _THREAD.sub(" ", _LEVEL.sub(" ", _TIMESTAMP.sub(" ", raw_line)))))
+        line = " ".join(line.split()).strip(" -:|")
+        exception = _EXCEPTION_LINE.search(line)
+        if exception and ("Exception" in line or "Error" in line):
+            line = exception.group(0).replace("Caused by:", "").strip()
+        if len(line) < 4 or line.lower() in seen:
+            continue
+        seen.add(line.lower())
+        kept.append(line[:300])
+    signal = " ".join(kept)
+    identifiers = " ".join(i for i in extract_identifiers(text[:400_000]) if i.lower() not in signal.lower())
+    reduced = f"{signal} {identifiers}".strip()[:max(max_chars, MAX_SIGNAL_CHARS)]
+    return ReducedQuery(reduced[:MAX_SIGNAL_CHARS] if looks_like_log(text) else reduced, trimmed=True)
+
+
+def _printable(text: str) -> str:
+    """Binary junk and control characters become spaces; any script's letters stay."""
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in text)
+
+
+def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
+    """A question that leans on the conversation: anaphora or a connective, and no subject of its own."""
+    if not any(turn.get("role") == "user" for turn in history):
+        return False
+    own_identifiers = extract_identifiers(question)
+    content = [t for t in tokenize(question) if len(t) > 3]
+    if own_identifiers and not _ANAPHORA.search(question):
+        return False
+    return bool(_ANAPHORA.search(question) or _FOLLOWUP_START.match(question)) or len(content) <= 1
+
+
+def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str:
+    """Standalone query for a follow-up: the question plus the subject of the earlier user turns."""
+    if not is_followup(question, history):
+        return question
+    user_turns = [turn.get("content", "") for turn in history if turn.get("role") == "user"]
+    last_answer = next((t.get("content", "") for t in reversed(history) if t.get("role") == "assistant"), "")
+    subject_identifiers: list[str] = []
+    for turn in reversed(user_turns[-2:]):
+        for identifier in extract_identifiers(turn):
+            if identifier not in subject_identifiers:
+                subject_identifiers.append(identifier)
+    for identifier in extract_identifiers(last_answer)[:3]:
+        if identifier not in subject_identifiers:
+            subject_identifiers.append(identifier)
+    previous = reduce_to_signal(user_turns[-1], MAX_SIGNAL_CHARS).text if user_turns else ""
+    subject = " ".join(dict.fromkeys([*subject_identifiers[:6], *_content_words(previous)[:12]]))
+    return f"{question} ({subject})" if subject else question
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[A-Za-z][\w.\-]*", text) if len(w) > 3 and w.lower() not in _GENERIC]
+
+
+_GENERIC = frozenset("what does mean when with that this have from there their about which should would could "
+                     "happen happens happening doing getting keep keeps mine".split())
