@@ -36,6 +36,13 @@ _CHECK = re.compile(
 _CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.sh\s)")
 _DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(?![`\w(])")
 
+MIN_SENTENCES = 3
+RELATIVE_CUTOFF = 0.12  # past MIN_SENTENCES, sentences this far below the best one are left out
+LEAD_BONUS = 0.06  # the first sentence of a passage (a FAQ answer's first line) usually answers it
+SENTENCE_WEIGHT = 0.5
+PASSAGE_WEIGHT = 0.35
+RANK_WEIGHT = 0.15
+
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 
 
@@ -53,12 +60,53 @@ class Evidence:
 
     best_dense: float
     term_coverage: float
+    unknown_names: tuple[str, ...]  # names in the question the corpus never mentions (other products, features)
+    off_topic: bool
 
 
-def assess(retriever: Retriever, query: str, ranking: Ranking) -> Evidence:
+@dataclass(frozen=True)
+class AbstentionPolicy:
+    """Thresholds calibrated on the golden set's answerable and unanswerable questions (see README)."""
+
+    min_dense: float = 0.30
+    min_term_coverage: float = 0.12
+    min_dense_with_unknown_name: float = 0.75
+
+
+# Requests no troubleshooting knowledge base answers, whatever words they share with it.
+_OFF_TOPIC = re.compile(r"\b(?:poems?|haikus?|limericks?|songs?|lyrics|jokes?|recipes?|weather|horoscope)\b", re.I)
+# A name as people write one: capitalised inside the sentence, CamelCase, or an acronym with letters.
+_NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]*[0-9]*|[A-Z][a-z]+[0-9]*|[A-Z][0-9]+)(?![\w.])")
+
+
+def assess(retriever: Retriever, question: str, query: str, ranking: Ranking) -> Evidence:
     rows = [hit.row for hit in ranking.hits[:3]]
     best = max((hit.dense for hit in ranking.hits), default=0.0)
-    return Evidence(best_dense=best, term_coverage=retriever.term_coverage(query, rows))
+    return Evidence(
+        best_dense=best,
+        term_coverage=retriever.term_coverage(query, rows),
+        unknown_names=tuple(name for name in _names(question) if retriever.unknown_term(name)),
+        off_topic=bool(_OFF_TOPIC.search(question)),
+    )
+
+
+def should_abstain(evidence: Evidence, policy: AbstentionPolicy) -> bool:
+    return (
+        evidence.off_topic
+        or evidence.best_dense < policy.min_dense
+        or evidence.term_coverage < policy.min_term_coverage
+        or (bool(evidence.unknown_names) and evidence.best_dense < policy.min_dense_with_unknown_name)
+    )
+
+
+def _names(question: str) -> list[str]:
+    """Name-like words, skipping each sentence's first word (capitalised for grammar, not as a name)."""
+    names = []
+    for sentence in re.split(r"(?<=[.!?:])\s+|\n+", question):
+        for match in _NAME.finditer(sentence):
+            if match.start() > 0 or _NAME.fullmatch(match.group(0)) and not match.group(0).istitle():
+                names.append(match.group(0))
+    return names
 
 
 def abstain(retriever: Retriever, ranking: Ranking, related: int = 3) -> Draft:
@@ -70,6 +118,7 @@ def abstain(retriever: Retriever, ranking: Ranking, related: int = 3) -> Draft:
 @dataclass(frozen=True)
 class _Unit:
     hit_index: int
+    position: int  # index of the unit in its passage
     text: str
     vector: np.ndarray
     score: float
@@ -85,19 +134,24 @@ def extract_answer(retriever: Retriever, query: str, ranking: Ranking, max_sente
         units.extend(_score_units(retriever, hit, hit_index, ranking.query_vector, query_terms, query_identifiers))
     if not units:
         return abstain(retriever, ranking)
-    units.sort(key=lambda u: (-u.score, u.hit_index, u.text))
-    best = units[0].score
+    ranked = sorted(units, key=lambda u: (-u.score, u.hit_index, u.position))
+    best = ranked[0]
     chosen: list[_Unit] = []
-    for unit in units:
-        if len(chosen) == max_sentences or unit.score < best - 0.18:
+    # The sentence after the best one often carries its specifics ("Specifically, it drops to 100ms").
+    follower = next((u for u in units if u.hit_index == best.hit_index and u.position == best.position + 1), None)
+    for unit in [best, *([follower] if follower else []), *ranked[1:]]:
+        if len(chosen) == max_sentences:
             break
-        if any(float(unit.vector @ other.vector) > 0.9 for other in chosen):
-            continue  # near-duplicate of a sentence already chosen
+        if unit in chosen or any(float(unit.vector @ other.vector) > 0.9 for other in chosen):
+            continue  # already chosen, or a near-duplicate of a sentence already chosen
+        if len(chosen) >= MIN_SENTENCES and unit.score < best.score - RELATIVE_CUTOFF:
+            break
         chosen.append(unit)
     return _render(retriever, ranking.hits, chosen)
 
 
 def _score_units(retriever, hit: Hit, hit_index: int, query_vector, query_terms, query_identifiers) -> list[_Unit]:
+    """A sentence scores by its own similarity and by its passage's (whose heading gives it context)."""
     row = retriever.row(hit.row)
     texts = split_units(row["text"])
     vectors = retriever.index.unit_vectors[hit.row]
@@ -105,15 +159,16 @@ def _score_units(retriever, hit: Hit, hit_index: int, query_vector, query_terms,
         return []
     heading = " ".join(row["section_path"][1:])
     scored = []
-    for text, vector in zip(texts, vectors, strict=True):
+    for position, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
         if _is_heading_like(text):
             continue
         similarity = float(vector @ query_vector)
         terms = set(tokenize(text))
         overlap = len(terms & query_terms) / (len(query_terms) or 1)
         identifiers = len(set(extract_identifiers(text)) & query_identifiers)
-        score = similarity + 0.15 * overlap + 0.08 * min(identifiers, 2) + 0.04 / (1 + hit_index)
-        scored.append(_Unit(hit_index, text, vector, score, _bucket(text, heading)))
+        score = (SENTENCE_WEIGHT * similarity + PASSAGE_WEIGHT * hit.dense + RANK_WEIGHT / (1 + hit_index)
+                 + 0.15 * overlap + 0.06 * min(identifiers, 2) + (LEAD_BONUS if position == 0 else 0.0))
+        scored.append(_Unit(hit_index, position, text, vector, score, _bucket(text, heading)))
     return scored
 
 

@@ -18,7 +18,7 @@ from rag.documents import Document, Section
 from rag.identifiers import extract_identifiers
 
 CHUNKER_NAME = "structure-aware"
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
 
@@ -57,9 +57,13 @@ def chunk_document(document: Document, chunk_size: int, overlap: int) -> list[Ch
         block = _section_block(section)
         position = full_text.find(block, cursor)
         cursor = position + len(block)
-        pending.append((section, position))
         pending_chars = sum(len(_section_block(s)) for s, _ in pending)
-        if pending_chars < _MIN_STANDALONE_CHARS and section is not document.sections[-1]:
+        if pending and pending_chars + len(block) > chunk_size:
+            # Packing would split the next section: a small section stands alone rather than lose its answer.
+            chunks.extend(_chunk_sections(document, pending, chunk_size, overlap))
+            pending = []
+        pending.append((section, position))
+        if pending_chars + len(block) < _MIN_STANDALONE_CHARS and section is not document.sections[-1]:
             continue
         chunks.extend(_chunk_sections(document, pending, chunk_size, overlap))
         pending = []

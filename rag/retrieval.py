@@ -29,7 +29,8 @@ class FusionWeights:
     dense: float = 1.0
     bm25: float = 1.0
     identifier: float = 2.0
-    max_per_section: int = 2
+    sentence: float = 1.0
+    max_per_section: int = 4
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,10 @@ class Retriever:
         candidates = sorted(set(dense_order) | set(lexical_order) | set(matched))
         dense_scores = dict(zip(candidates, (self.index.vectors[candidates] @ query_vector).tolist(), strict=True)) \
             if candidates else {}
+        sentence_order = self._sentence_order(candidates, query_vector) if mode == "hybrid" else []
         scores = self._fuse(mode, dense_order, lexical_order, matched, dense_scores, lexical, weights)
+        for rank, row in enumerate(sentence_order, start=1):
+            scores[row] = scores.get(row, 0.0) + weights.sentence / (weights.rrf_k + rank)
         order = sorted(scores, key=lambda row: (-scores[row], row))
         hits = tuple(
             Hit(row, scores[row], float(dense_scores[row]), tuple(sorted(matched.get(row, {}))))
@@ -106,6 +110,12 @@ class Retriever:
         )
         timings["fuse"] = _ms(started)
         return Ranking(hits, query_vector, query_identifiers, timings)
+
+    def _sentence_order(self, candidates: list[int], query_vector: np.ndarray) -> list[int]:
+        """Candidates by their best single sentence: finds the chunk that holds the exact answer line."""
+        best = {row: float((self.index.unit_vectors[row] @ query_vector).max())
+                for row in candidates if len(self.index.unit_vectors[row])}
+        return sorted(best, key=lambda row: (-best[row], row))
 
     def _identifier_matches(self, query_identifiers: tuple[str, ...]) -> dict[int, set[str]]:
         if not query_identifiers:
@@ -163,6 +173,11 @@ class Retriever:
         total = self.size or 1
         weight = {t: math.log(1 + total / (1 + self._token_df.get(t, 0))) for t in terms}
         return sum(weight[t] for t in terms if t in present) / sum(weight.values())
+
+    def unknown_term(self, word: str) -> bool:
+        """True when no token of `word` occurs anywhere in the corpus."""
+        tokens = tokenize(word)
+        return bool(tokens) and all(self._token_df.get(t, 0) == 0 for t in tokens)
 
     def row(self, row: int) -> dict:
         return self._rows[row]

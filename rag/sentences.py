@@ -22,7 +22,7 @@ def split_units(text: str) -> list[str]:
     position = 0
     for fence in _FENCE.finditer(text):
         units.extend(_prose_units(text[position:fence.start()]))
-        units.extend(line.strip() for line in fence.group(1).split("\n") if len(line.strip()) >= MIN_UNIT_CHARS)
+        units.extend(_logical_lines(fence.group(1)))
         position = fence.end()
     units.extend(_prose_units(text[position:]))
     return [u for u in units if len(u) >= MIN_UNIT_CHARS]
@@ -37,13 +37,16 @@ def _prose_units(text: str) -> list[str]:
 
 
 def _logical_lines(paragraph: str) -> list[str]:
-    """List items stand alone; wrapped prose lines are one line (kept as they are in the source)."""
-    lines = [line for line in paragraph.split("\n") if line.strip()]
-    if not lines:
-        return []
-    if all(not re.match(r"\s*(?:- |\d+\. |#)", line) for line in lines):
-        return [paragraph.strip()] if len(lines) == 1 else [line.strip() for line in lines]
-    return [line.strip() for line in lines]
+    """Each line stands alone, except a `# comment` line, which stays with the command it describes."""
+    lines = [line.strip() for line in paragraph.split("\n") if line.strip()]
+    merged: list[str] = []
+    for index, line in enumerate(lines):
+        if index and lines[index - 1].startswith("# ") and not line.startswith("#"):
+            start = paragraph.index(lines[index - 1])
+            merged[-1] = paragraph[start:paragraph.index(line, start) + len(line)]
+        else:
+            merged.append(line)
+    return merged
 
 
 def _sentences(line: str) -> list[str]:

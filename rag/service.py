@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from rag.answering import Draft, abstain, assess, extract_answer
+from rag.answering import AbstentionPolicy, Draft, abstain, assess, extract_answer, should_abstain
 from rag.embedding import load_embedder, model_identity
 from rag.errors import GenerationError, IndexNotFoundError, QuestionError
 from rag.index_store import current_version, load_index, summarize
@@ -32,7 +32,7 @@ History = Sequence[Mapping[str, str]]  # [{"role": "user"|"assistant", "content"
 log = logging.getLogger(__name__)
 
 TRIMMED_NOTE = "Your input was long or looked like a log, so it was reduced to its error signal before searching."
-LLM_FALLBACK_NOTE = "The language model was unavailable ({reason}); this is the extractive answer from the passages."
+LLM_FALLBACK_NOTE = "The language model was unavailable: {reason} Showing the extractive answer from the passages."
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,11 @@ class Assistant:
         self._retriever = retriever
         self._weights = FusionWeights(
             candidates=settings.candidates, rrf_k=settings.rrf_k, dense=settings.dense_weight,
-            bm25=settings.bm25_weight, identifier=settings.identifier_weight, max_per_section=settings.max_per_section,
+            bm25=settings.bm25_weight, identifier=settings.identifier_weight, sentence=settings.sentence_weight,
+            max_per_section=settings.max_per_section,
         )
+        self._policy = AbstentionPolicy(settings.abstain_min_dense, settings.abstain_min_term_coverage,
+                                        settings.abstain_min_dense_with_unknown_name)
         self._llm = None
 
     @classmethod
@@ -94,9 +97,8 @@ class Assistant:
         timings = dict(prepared.timings_ms)
         notes = list(prepared.notes)
         stage = time.perf_counter()
-        evidence = assess(self._retriever, prepared.query, prepared.ranking)
-        weak = (evidence.best_dense < self.settings.abstain_min_dense
-                or evidence.term_coverage < self.settings.abstain_min_term_coverage)
+        evidence = assess(self._retriever, question, prepared.query, prepared.ranking)
+        weak = should_abstain(evidence, self._policy)
         used = "extractive"
         if weak or not prepared.ranking.hits:
             draft = abstain(self._retriever, prepared.ranking)

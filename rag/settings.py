@@ -41,16 +41,18 @@ class Settings:
     retrieval_mode: str = "hybrid"  # dense | bm25 | hybrid
     top_k: int = 5
     candidates: int = 40  # per retriever before fusion
-    rrf_k: int = 60
+    rrf_k: int = 20
     dense_weight: float = 1.0
     bm25_weight: float = 1.0
     identifier_weight: float = 2.0
-    max_per_section: int = 2
+    sentence_weight: float = 1.0  # best-sentence similarity, a fourth ranking in the fusion
+    max_per_section: int = 4
 
     # answering
     answerer: str = "extractive"  # extractive | llm
-    abstain_min_dense: float = 0.35  # best cosine below this counts as weak evidence
-    abstain_min_term_coverage: float = 0.34  # share of the question's key terms found in the passages
+    abstain_min_dense: float = 0.30  # best cosine below this: weak evidence, abstain
+    abstain_min_term_coverage: float = 0.12  # IDF-weighted share of question terms found in the top passages
+    abstain_min_dense_with_unknown_name: float = 0.75  # when the question names something the corpus never does
     max_answer_sentences: int = 5
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
     llm_provider: str = "openai"  # openai | ollama
