@@ -18,9 +18,11 @@ from rag.errors import (
 from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
 from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
 from rag.service import Assistant
-from rag.settings import Settings
+from rag.settings import ANSWERERS, RETRIEVAL_MODES, Settings
 
 __all__ = [
+    "ANSWERERS",
+    "RETRIEVAL_MODES",
     "Answer",
     "Assistant",
     "Citation",

@@ -1,0 +1,58 @@
+"""Latency of `Assistant.ask` on a built index: warm, one question at a time, split by stage.
+
+    .venv/bin/python benchmarks/ask.py [--index index] [--golden evals/golden.jsonl] [--rounds 3]
+
+Target (issue 3): p50 <= 25 ms and p95 <= 60 ms on 2 cores, extractive answerer, hybrid retrieval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rag import Assistant, Settings  # noqa: E402
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index", type=Path, default=REPO / "index")
+    parser.add_argument("--golden", type=Path, default=REPO / "evals" / "golden.jsonl")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--retrieval", default="hybrid")
+    args = parser.parse_args()
+
+    assistant = Assistant.from_settings(Settings.from_env(index_dir=args.index, answerer="extractive"))
+    questions = [json.loads(line) for line in args.golden.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for item in questions[:5]:  # warm-up: first calls pay for lazy allocations
+        assistant.ask(item["question"], item.get("history", []), retrieval=args.retrieval)
+    totals: list[float] = []
+    stages: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        for item in questions:
+            answer = assistant.ask(item["question"], item.get("history", []), retrieval=args.retrieval)
+            totals.append(answer.timings_ms["total"])
+            for stage, ms in answer.timings_ms.items():
+                stages.setdefault(stage, []).append(ms)
+    print(f"ask latency over {len(totals)} calls ({len(questions)} golden questions x {args.rounds}), "
+          f"index {assistant.status.version} ({assistant.status.chunks} chunks), {args.retrieval}, extractive")
+    print(f"{'stage':<14}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
+    for stage, values in stages.items():
+        print(f"{stage:<14}{percentile(values, 0.5):>10.2f}{percentile(values, 0.95):>10.2f}{statistics.fmean(values):>10.2f}")
+    p50, p95 = percentile(totals, 0.5), percentile(totals, 0.95)
+    print(f"\ntotal p50 {p50:.1f} ms (target <= 25: {'met' if p50 <= 25 else 'NOT met'}), "
+          f"p95 {p95:.1f} ms (target <= 60: {'met' if p95 <= 60 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
