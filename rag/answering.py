@@ -8,6 +8,7 @@ cause", "what to do" and "how to check". Deterministic for the same index and qu
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -36,8 +37,9 @@ _CHECK = re.compile(
 _CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.sh\s)")
 _DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(?![`\w(])")
 
-MIN_SENTENCES = 3
-RELATIVE_CUTOFF = 0.12  # past MIN_SENTENCES, sentences this far below the best one are left out
+MIN_SENTENCES = 5
+TOP_PASSAGE_SENTENCES = 2
+RELATIVE_CUTOFF = 0.3  # past MIN_SENTENCES, sentences this far below the best one are left out
 LEAD_BONUS = 0.06  # the first sentence of a passage (a FAQ answer's first line) usually answers it
 SENTENCE_WEIGHT = 0.5
 PASSAGE_WEIGHT = 0.35
@@ -125,21 +127,43 @@ class _Unit:
     bucket: str
 
 
-def extract_answer(retriever: Retriever, query: str, ranking: Ranking, max_sentences: int) -> Draft:
+_WANTS_FIX = re.compile(r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with)\b", re.I)
+_WANTS_CHECK = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|find out|inspect|command)\b", re.I)
+INTENT_BONUS = 0.08
+
+
+def question_intent(question: str) -> str | None:
+    """Which part of a troubleshooting answer the question asks for, if it says."""
+    if _WANTS_FIX.search(question):
+        return "do"
+    if _WANTS_CHECK.search(question):
+        return "check"
+    return None
+
+
+def extract_answer(retriever: Retriever, query: str, ranking: Ranking, max_sentences: int,
+                   question: str = "") -> Draft:
     """The best-supported sentences of the ranked passages, grouped and cited with [n] markers."""
     query_terms = set(tokenize(query))
     query_identifiers = set(ranking.query_identifiers)
+    intent = question_intent(question or query)
     units: list[_Unit] = []
     for hit_index, hit in enumerate(ranking.hits):
-        units.extend(_score_units(retriever, hit, hit_index, ranking.query_vector, query_terms, query_identifiers))
+        scored = _score_units(retriever, hit, hit_index, ranking.query_vector, query_terms, query_identifiers)
+        units.extend(
+            dataclasses.replace(u, score=u.score + INTENT_BONUS) if intent and u.bucket == intent else u for u in scored
+        )
     if not units:
         return abstain(retriever, ranking)
     ranked = sorted(units, key=lambda u: (-u.score, u.hit_index, u.position))
     best = ranked[0]
-    chosen: list[_Unit] = []
+    # The top passage won retrieval on evidence sentence similarity cannot see (identifiers, BM25,
+    # its heading), so its best sentences always make the answer.
+    top_passage = [u for u in ranked if u.hit_index == 0][:TOP_PASSAGE_SENTENCES]
     # The sentence after the best one often carries its specifics ("Specifically, it drops to 100ms").
     follower = next((u for u in units if u.hit_index == best.hit_index and u.position == best.position + 1), None)
-    for unit in [best, *([follower] if follower else []), *ranked[1:]]:
+    chosen: list[_Unit] = []
+    for unit in [*top_passage, best, *([follower] if follower else []), *ranked]:
         if len(chosen) == max_sentences:
             break
         if unit in chosen or any(float(unit.vector @ other.vector) > 0.9 for other in chosen):

@@ -92,7 +92,6 @@ class SentenceTransformerEmbedder:
         get_dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dimension = get_dimension()
         self.dimension = int(dimension) if dimension else int(self.encode(["probe"]).shape[1])
-        self._lock = threading.Lock()
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         if not texts:
@@ -110,6 +109,62 @@ def model_identity(embedder: Embedder) -> ModelIdentity:
     vector = embedder.encode([_FINGERPRINT_PROBE])[0]
     digest = hashlib.sha256(np.round(vector, 2).astype(np.float32).tobytes()).hexdigest()[:16]
     return ModelIdentity(name=embedder.name, dimension=embedder.dimension, fingerprint=digest)
+
+
+class QueryBatcher:
+    """Encodes concurrent single queries together, for throughput under load.
+
+    A caller that finds no encode running takes every query waiting and encodes them as one batch;
+    callers arriving meanwhile wait for the next batch. One caller alone never waits, so a quiet
+    service pays nothing; sixteen at once share a few batched calls instead of sixteen.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._ready = threading.Condition()
+        self._waiting: list[_Slot] = []
+        self._encoding = False
+
+    def encode(self, text: str) -> np.ndarray:
+        slot = _Slot(text)
+        with self._ready:
+            self._waiting.append(slot)
+            while not slot.done:
+                if self._encoding:
+                    self._ready.wait()
+                    continue
+                batch, self._waiting, self._encoding = self._waiting, [], True
+                self._ready.release()
+                try:
+                    _encode_batch(self._embedder, batch)
+                finally:
+                    self._ready.acquire()
+                    self._encoding = False
+                    self._ready.notify_all()
+        if slot.error is not None:
+            raise slot.error
+        assert slot.vector is not None
+        return slot.vector
+
+
+@dataclass
+class _Slot:
+    text: str
+    vector: np.ndarray | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+def _encode_batch(embedder: Embedder, batch: list[_Slot]) -> None:
+    try:
+        vectors = embedder.encode([slot.text for slot in batch])
+        for slot, vector in zip(batch, vectors, strict=True):
+            slot.vector = vector
+    except Exception as exc:  # every waiting caller gets the error, not a hang
+        for slot in batch:
+            slot.error = exc
+    for slot in batch:
+        slot.done = True
 
 
 _CACHE: dict[str, SentenceTransformerEmbedder] = {}

@@ -29,6 +29,8 @@ _FRAME = re.compile(r"^\s*(?:at\s+[\w$.<>/]+\(.*\)|\.\.\.\s*\d+\s+more|~?\[[^\]]
 _EXCEPTION_LINE = re.compile(r"(?:Caused by:\s*)?(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b(?::\s*.*)?")
 _LOG_SHAPE = re.compile(r"^\s*at\s+[\w$.]+\(|Caused by:|\b(?:ERROR|WARN|INFO)\b|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}", re.M)
 
+_SIGNAL_LINE = re.compile(r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b")
+
 _ANAPHORA = re.compile(r"\b(it|its|it's|that|this|these|those|they|them|their|there|same|such|one)\b", re.I)
 _FOLLOWUP_START = re.compile(r"^\s*(and|also|what about|how about|so|then|but|ok|okay)\b", re.I)
 
@@ -50,7 +52,11 @@ def reduce_to_signal(text: str, max_chars: int) -> ReducedQuery:
         return ReducedQuery(" ".join(text.split()), trimmed=False)
     kept: list[str] = []
     seen: set[str] = set()
-    for raw_line in text[: 400_000].split("\n"):  # a 200 KB paste is scanned once, linearly
+    lines = text[:400_000].split("\n")  # a 200 KB paste is scanned once, linearly
+    if any(_SIGNAL_LINE.search(line) for line in lines):
+        # Heartbeats and INFO chatter drown the one line that matters: keep errors, exceptions and prose.
+        lines = [line for line in lines if _SIGNAL_LINE.search(line) or not _LOG_SHAPE.search(line)]
+    for raw_line in lines:
         if _FRAME.match(raw_line):
             continue
         line = _HEX.sub(" ", _HOST.sub(" ", _THREAD.sub(" ", _LEVEL.sub(" ", _TIMESTAMP.sub(" ", raw_line)))))

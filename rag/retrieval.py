@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.embedding import Embedder
+from rag.embedding import Embedder, QueryBatcher
 from rag.errors import RetrievalError
 from rag.identifiers import extract_identifiers
 from rag.index_store import LoadedIndex
@@ -53,6 +53,7 @@ class Retriever:
     def __init__(self, index: LoadedIndex, embedder: Embedder) -> None:
         self.index = index
         self.embedder = embedder
+        self._queries = QueryBatcher(embedder)
         columns = index.chunks
         self._identifiers = [frozenset(ids) for ids in columns.column("identifiers").to_pylist()]
         self._section_keys = [
@@ -75,7 +76,7 @@ class Retriever:
             raise RetrievalError(f"Unknown retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        query_vector = self.embedder.encode([query])[0]
+        query_vector = self._queries.encode(query)
         timings["embed_query"] = _ms(started)
 
         started = time.perf_counter()

@@ -64,7 +64,7 @@ class Assistant:
         settings = settings or Settings.from_env()
         if current_version(settings.index_dir) is None:  # say so before spending seconds on the model
             raise IndexNotFoundError(f"No index at {settings.index_dir}/: run 'kafka-rag ingest' first")
-        embedder = load_embedder(settings.model)
+        embedder = load_embedder(settings.model, settings.query_threads)
         index = load_index(settings.index_dir, model_identity(embedder))
         return cls(settings, Retriever(index, embedder))
 
@@ -107,7 +107,7 @@ class Assistant:
             draft, used = yield from self._stream_llm(prepared, history, notes)
         else:
             draft = extract_answer(self._retriever, prepared.query, prepared.ranking,
-                                   self.settings.max_answer_sentences)
+                                   self.settings.max_answer_sentences, question)
             yield draft.text
         timings["answer"] = _ms(stage)
         timings["total"] = _ms(started)
@@ -167,7 +167,8 @@ class Assistant:
         except GenerationError as exc:
             log.warning("LLM answer failed, falling back to extractive: %s", exc)
             notes.append(LLM_FALLBACK_NOTE.format(reason=exc))
-            draft = extract_answer(self._retriever, prepared.query, prepared.ranking, self.settings.max_answer_sentences)
+            draft = extract_answer(self._retriever, prepared.query, prepared.ranking,
+                                   self.settings.max_answer_sentences, prepared.question)
             yield "\n\n" + draft.text
             return draft, "extractive"
         notes.extend(llm_draft.notes)

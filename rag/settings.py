@@ -55,6 +55,7 @@ class Settings:
     abstain_min_dense_with_unknown_name: float = 0.75  # when the question names something the corpus never does
     max_answer_sentences: int = 5
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
+    query_threads: int = 1  # torch threads when serving: concurrent requests beat intra-op threads on few cores
     llm_provider: str = "openai"  # openai | ollama
     llm_base_url: str = ""
     llm_model: str = ""
