@@ -71,7 +71,7 @@ class AbstentionPolicy:
     """Thresholds calibrated on the golden set's answerable and unanswerable questions (see README)."""
 
     min_dense: float = 0.30
-    min_term_coverage: float = 0.12
+    min_term_coverage: float = 0.08
     min_dense_with_unknown_name: float = 0.75
 
 

@@ -17,6 +17,7 @@ from rag.identifiers import extract_identifiers
 from rag.lexical import tokenize
 
 MAX_SIGNAL_CHARS = 1200
+FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
 
 _TIMESTAMP = re.compile(
     r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
@@ -80,14 +81,13 @@ def _printable(text: str) -> str:
 
 
 def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
-    """A question that leans on the conversation: anaphora or a connective, and no subject of its own."""
+    """In a conversation, a short question without a subject of its own leans on the earlier turns."""
     if not any(turn.get("role") == "user" for turn in history):
         return False
-    own_identifiers = extract_identifiers(question)
-    content = [t for t in tokenize(question) if len(t) > 3]
-    if own_identifiers and not _ANAPHORA.search(question):
+    if extract_identifiers(question) and not _ANAPHORA.search(question):
         return False
-    return bool(_ANAPHORA.search(question) or _FOLLOWUP_START.match(question)) or len(content) <= 1
+    content = [t for t in tokenize(question) if len(t) > 3]
+    return bool(_ANAPHORA.search(question) or _FOLLOWUP_START.match(question)) or len(content) <= FOLLOWUP_MAX_TERMS
 
 
 def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str:

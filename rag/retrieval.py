@@ -7,6 +7,7 @@ Reads only immutable arrays of a `LoadedIndex`, so one `Retriever` serves concur
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -176,9 +177,12 @@ class Retriever:
         return sum(weight[t] for t in terms if t in present) / sum(weight.values())
 
     def unknown_term(self, word: str) -> bool:
-        """True when no token of `word` occurs anywhere in the corpus."""
-        tokens = tokenize(word)
-        return bool(tokens) and all(self._token_df.get(t, 0) == 0 for t in tokens)
+        """True when neither `word` nor any part of it occurs in the corpus (`ShareConsumer` is known by its parts)."""
+        whole = tokenize(word)
+        if not whole or any(self._token_df.get(t, 0) for t in whole):
+            return False
+        parts = [t for part in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", word) for t in tokenize(part) if len(t) > 2]
+        return not any(self._token_df.get(t, 0) for t in parts)
 
     def row(self, row: int) -> dict:
         return self._rows[row]

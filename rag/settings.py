@@ -51,7 +51,7 @@ class Settings:
     # answering
     answerer: str = "extractive"  # extractive | llm
     abstain_min_dense: float = 0.30  # best cosine below this: weak evidence, abstain
-    abstain_min_term_coverage: float = 0.12  # IDF-weighted share of question terms found in the top passages
+    abstain_min_term_coverage: float = 0.08  # IDF-weighted share of question terms found in the top passages
     abstain_min_dense_with_unknown_name: float = 0.75  # when the question names something the corpus never does
     max_answer_sentences: int = 5
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
