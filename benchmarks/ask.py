@@ -44,14 +44,21 @@ def main() -> None:
             totals.append(answer.timings_ms["total"])
             for stage, ms in answer.timings_ms.items():
                 stages.setdefault(stage, []).append(ms)
-    print(f"ask latency over {len(totals)} calls ({len(questions)} golden questions x {args.rounds}), "
-          f"index {assistant.status.version} ({assistant.status.chunks} chunks), {args.retrieval}, extractive")
+    print(
+        f"ask latency over {len(totals)} calls ({len(questions)} golden questions x {args.rounds}), "
+        f"index {assistant.status.version} ({assistant.status.chunks} chunks), {args.retrieval}, extractive"
+    )
     print(f"{'stage':<14}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
     for stage, values in stages.items():
-        print(f"{stage:<14}{percentile(values, 0.5):>10.2f}{percentile(values, 0.95):>10.2f}{statistics.fmean(values):>10.2f}")
+        print(
+            f"{stage:<14}{percentile(values, 0.5):>10.2f}{percentile(values, 0.95):>10.2f}"
+            f"{statistics.fmean(values):>10.2f}"
+        )
     p50, p95 = percentile(totals, 0.5), percentile(totals, 0.95)
-    print(f"\ntotal p50 {p50:.1f} ms (target <= 25: {'met' if p50 <= 25 else 'NOT met'}), "
-          f"p95 {p95:.1f} ms (target <= 60: {'met' if p95 <= 60 else 'NOT met'})")
+    print(
+        f"\ntotal p50 {p50:.1f} ms (target <= 25: {'met' if p50 <= 25 else 'NOT met'}), "
+        f"p95 {p95:.1f} ms (target <= 60: {'met' if p95 <= 60 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

@@ -24,9 +24,8 @@ from evals.golden import GoldenItem
 from evals.metrics import RANK_DEPTH, QuestionScore, summarise
 from evals.report import fmt
 from evals.runner import DEFAULT_GOLDEN, Trial, evaluate, load_items, score
-from rag import Answer, Assistant, Citation, KafkaRagError, Passage, SearchResult, Settings
+from rag import RETRIEVAL_MODES, Answer, Assistant, Citation, KafkaRagError, Passage, SearchResult, Settings
 from rag.embedding import load_embedder
-from rag import RETRIEVAL_MODES
 
 COLUMNS = (
     "hit@1",

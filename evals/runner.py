@@ -33,8 +33,17 @@ from evals.metrics import (
     summarise,
 )
 from evals.report import build_tables, fmt, html_report, markdown_report
-from rag import Answer, Assistant, EvalError, GoldenFileError, KafkaRagError, SearchResult, Settings
-from rag import ANSWERERS, RETRIEVAL_MODES
+from rag import (
+    ANSWERERS,
+    RETRIEVAL_MODES,
+    Answer,
+    Assistant,
+    EvalError,
+    GoldenFileError,
+    KafkaRagError,
+    SearchResult,
+    Settings,
+)
 
 DEFAULT_GOLDEN = Path("evals/golden.jsonl")
 SETTINGS_RECORDED = (

@@ -26,11 +26,13 @@ _DO = re.compile(
     r"^(?:- )?(?:\d+\)\s*)?(?:Set|Use|Ensure|Make sure|Increase|Decrease|Reduce|Raise|Lower|Upgrade|Restart|Add|"
     r"Configure|Enable|Disable|Avoid|Review|Try|Consider|Switch|Turn|Call|Provide|Remove|Delete|Tune|Track|"
     r"Acknowledge|Commit|Bring|Include|Change|Migrate|Replace|Deploy|Wait|Retry|Handle)\b"
-    r"|\byou (?:can|should|need to|must|have to|will have to)\b|\bworkaround\b|\bthe fix\b|\bto (?:fix|avoid|resolve)\b",
+    r"|\byou (?:can|should|need to|must|have to|will have to)\b|\bworkaround\b|\bthe fix\b"
+    r"|\bto (?:fix|avoid|resolve)\b",
     re.I,
 )
 _CHECK = re.compile(
-    r"^(?:- )?(?:#|\$ |bin/|kafka-[\w-]+|grep |jstack|jmap|zookeeper-shell)|\b(?:check|verify|monitor|look for|describe|"
+    r"^(?:- )?(?:#|\$ |bin/|kafka-[\w-]+|grep |jstack|jmap|zookeeper-shell)"
+    r"|\b(?:check|verify|monitor|look for|describe|"
     r"inspect|metrics?|jmx|MaxLag|kafka-[\w-]+\.sh)\b",
     re.I,
 )
@@ -78,7 +80,9 @@ class AbstentionPolicy:
 # Requests no troubleshooting knowledge base answers, whatever words they share with it.
 _OFF_TOPIC = re.compile(r"\b(?:poems?|haikus?|limericks?|songs?|lyrics|jokes?|recipes?|weather|horoscope)\b", re.I)
 # A name as people write one: capitalised inside the sentence, CamelCase, or an acronym with letters.
-_NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]*[0-9]*|[A-Z][a-z]+[0-9]*|[A-Z][0-9]+)(?![\w.])")
+_NAME = re.compile(
+    r"(?<![\w.])(?:[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]*[0-9]*|[A-Z][a-z]+[0-9]*|[A-Z][0-9]+)(?![\w.])"
+)
 
 
 def assess(retriever: Retriever, question: str, query: str, ranking: Ranking) -> Evidence:
@@ -127,7 +131,9 @@ class _Unit:
     bucket: str
 
 
-_WANTS_FIX = re.compile(r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with)\b", re.I)
+_WANTS_FIX = re.compile(
+    r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with)\b", re.I
+)
 _WANTS_CHECK = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|find out|inspect|command)\b", re.I)
 INTENT_BONUS = 0.08
 
@@ -141,8 +147,7 @@ def question_intent(question: str) -> str | None:
     return None
 
 
-def extract_answer(retriever: Retriever, query: str, ranking: Ranking, max_sentences: int,
-                   question: str = "") -> Draft:
+def extract_answer(retriever: Retriever, query: str, ranking: Ranking, max_sentences: int, question: str = "") -> Draft:
     """The best-supported sentences of the ranked passages, grouped and cited with [n] markers."""
     query_terms = set(tokenize(query))
     query_identifiers = set(ranking.query_identifiers)
@@ -190,8 +195,14 @@ def _score_units(retriever, hit: Hit, hit_index: int, query_vector, query_terms,
         terms = set(tokenize(text))
         overlap = len(terms & query_terms) / (len(query_terms) or 1)
         identifiers = len(set(extract_identifiers(text)) & query_identifiers)
-        score = (SENTENCE_WEIGHT * similarity + PASSAGE_WEIGHT * hit.dense + RANK_WEIGHT / (1 + hit_index)
-                 + 0.15 * overlap + 0.06 * min(identifiers, 2) + (LEAD_BONUS if position == 0 else 0.0))
+        score = (
+            SENTENCE_WEIGHT * similarity
+            + PASSAGE_WEIGHT * hit.dense
+            + RANK_WEIGHT / (1 + hit_index)
+            + 0.15 * overlap
+            + 0.06 * min(identifiers, 2)
+            + (LEAD_BONUS if position == 0 else 0.0)
+        )
         scored.append(_Unit(hit_index, position, text, vector, score, _bucket(text, heading)))
     return scored
 

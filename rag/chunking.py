@@ -118,7 +118,7 @@ def _blocks(text: str) -> list[tuple[int, str]]:
     blocks: list[tuple[int, str]] = []
     position = 0
     for fence in _FENCE.finditer(text):
-        blocks.extend(_paragraphs(text[position:fence.start()], position))
+        blocks.extend(_paragraphs(text[position : fence.start()], position))
         blocks.append((fence.start(), fence.group(0)))
         position = fence.end()
     blocks.extend(_paragraphs(text[position:], position))
@@ -143,11 +143,11 @@ def _split(text: str, chunk_size: int, overlap: int) -> Iterator[tuple[int, str]
     piece: list[tuple[int, str]] = []
     for unit in units:
         if piece and unit[0] + len(unit[1]) - piece[0][0] > chunk_size:
-            yield piece[0][0], text[piece[0][0]:piece[-1][0] + len(piece[-1][1])]
+            yield piece[0][0], text[piece[0][0] : piece[-1][0] + len(piece[-1][1])]
             piece = _overlap_tail(piece, overlap)
         piece.append(unit)
     if piece:
-        yield piece[0][0], text[piece[0][0]:piece[-1][0] + len(piece[-1][1])]
+        yield piece[0][0], text[piece[0][0] : piece[-1][0] + len(piece[-1][1])]
 
 
 def _sentences(block: str, offset: int, chunk_size: int) -> Iterator[tuple[int, str]]:

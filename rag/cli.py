@@ -96,27 +96,42 @@ def _ingest(args: argparse.Namespace) -> int:
     missing = [s for s in sources if not Path(s).exists()]
     if missing:
         raise SourceNotFoundError(f"Source path {missing[0]} does not exist: pass a folder or file of documents")
-    config = IngestConfig(settings.model, settings.chunk_size, settings.chunk_overlap, settings.encode_batch_size,
-                          settings.threads_per_task)
+    config = IngestConfig(
+        settings.model,
+        settings.chunk_size,
+        settings.chunk_overlap,
+        settings.encode_batch_size,
+        settings.threads_per_task,
+    )
     quiet = args.quiet or args.json
     progress = (lambda message: None) if quiet else (lambda message: print(f"[ingest] {message}", file=sys.stderr))
     if args.no_spark:
-        report = run_ingest(sources, settings.index_dir, config, flat_index_max=settings.flat_index_max,
-                            progress=progress)
+        report = run_ingest(
+            sources, settings.index_dir, config, flat_index_max=settings.flat_index_max, progress=progress
+        )
     else:
         from rag.spark_job import spark_engine
 
         progress(f"spark: starting {settings.spark_master}")
-        report = run_ingest(sources, settings.index_dir, config, engine=spark_engine(settings.spark_master,
-                            settings.arrow_batch_size), engine_name="spark", master=settings.spark_master,
-                            flat_index_max=settings.flat_index_max, progress=progress)
+        report = run_ingest(
+            sources,
+            settings.index_dir,
+            config,
+            engine=spark_engine(settings.spark_master, settings.arrow_batch_size),
+            engine_name="spark",
+            master=settings.spark_master,
+            flat_index_max=settings.flat_index_max,
+            progress=progress,
+        )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not args.quiet:
         summary = summarize(read_manifest(settings.index_dir) or {})
-        print(f"Index {summary['version']} in {settings.index_dir}/: {summary['documents']} documents, "
-              f"{summary['chunks']} chunks ({report.embedded} embedded, {report.reused} reused), "
-              f"{summary['index_type']} index, model {summary['model']}, {report.seconds:.1f}s")
+        print(
+            f"Index {summary['version']} in {settings.index_dir}/: {summary['documents']} documents, "
+            f"{summary['chunks']} chunks ({report.embedded} embedded, {report.reused} reused), "
+            f"{summary['index_type']} index, model {summary['model']}, {report.seconds:.1f}s"
+        )
         for skip in report.skipped:
             print(f"  skipped {skip['source_path']}: {skip['reason']}")
     if args.sample:
@@ -137,8 +152,9 @@ def _print_sample(settings: Settings) -> None:
 def _assistant(args: argparse.Namespace):
     from rag.service import Assistant
 
-    settings = Settings.from_env(index_dir=args.index, answerer="llm" if args.llm else None,
-                                 retrieval_mode=args.retrieval, top_k=args.top_k)
+    settings = Settings.from_env(
+        index_dir=args.index, answerer="llm" if args.llm else None, retrieval_mode=args.retrieval, top_k=args.top_k
+    )
     return Assistant.from_settings(settings)
 
 

@@ -135,8 +135,31 @@ _NUMBERED_HEADING = re.compile(r"^\d{1,2}\.\s+[A-Z]")
 _NOT_IN_HEADINGS = re.compile(r"[=(){}<>\[\]/\\|#$@;`\"]|: ")
 _QUESTION_START = re.compile(r"^(How|What|Why|When|Where|Which|Who|Can|Could|Is|Are|Do|Does|Should|Will)\b")
 # A heading never ends on a word that needs a continuation: such a line is a wrapped sentence.
-_DANGLING_END = {"a", "an", "the", "to", "of", "and", "or", "if", "is", "are", "be", "with", "for", "when",
-                 "that", "in", "on", "by", "as", "at", "from", "than", "but"}
+_DANGLING_END = {
+    "a",
+    "an",
+    "the",
+    "to",
+    "of",
+    "and",
+    "or",
+    "if",
+    "is",
+    "are",
+    "be",
+    "with",
+    "for",
+    "when",
+    "that",
+    "in",
+    "on",
+    "by",
+    "as",
+    "at",
+    "from",
+    "than",
+    "but",
+}
 
 
 def _heading_level(line: str, previous_blank: bool) -> int | None:
@@ -212,7 +235,7 @@ FAQ_TITLE = "Frequently asked questions"
 
 
 def _next_text_lines(lines: list[str], index: int, count: int) -> list[str]:
-    return [line for line in lines[index + 1:] if line.strip()][:count]
+    return [line for line in lines[index + 1 :] if line.strip()][:count]
 
 
 def _is_faq(lines: list[str]) -> bool:
@@ -331,23 +354,35 @@ def _error_knowledge_document(records: list[dict[str, Any]], source_path: str) -
             sections.append(Section((name, "Root cause"), str(record["root_cause"]).strip()))
         workarounds = [
             _with_rate(str(w.get("how") or w.get("action") or ""), w.get("success_rate"), "works")
-            for w in record.get("workarounds") or [] if isinstance(w, dict)
+            for w in record.get("workarounds") or []
+            if isinstance(w, dict)
         ]
         if any(workarounds):
             sections.append(Section((name, "Workarounds"), "\n".join(f"- {w}" for w in workarounds if w)))
         dead_ends = [
-            _with_rate(" ".join(filter(None, (str(d.get("action") or ""), str(d.get("why_fails") or "")))),
-                       d.get("fail_rate"), "fails")
-            for d in record.get("dead_ends") or [] if isinstance(d, dict)
+            _with_rate(
+                " ".join(filter(None, (str(d.get("action") or ""), str(d.get("why_fails") or "")))),
+                d.get("fail_rate"),
+                "fails",
+            )
+            for d in record.get("dead_ends") or []
+            if isinstance(d, dict)
         ]
         if any(dead_ends):
-            sections.append(Section((name, "Dead ends (what does not help)"),
-                                    "\n".join(f"- {d}" for d in dead_ends if d)))
+            sections.append(
+                Section((name, "Dead ends (what does not help)"), "\n".join(f"- {d}" for d in dead_ends if d))
+            )
         url = url or str(record.get("official_doc_url") or "")
-        metadata["records"].append({
-            "id": record.get("id"), "error_name": name, "error_code": record.get("error_code"),
-            "category": record.get("category"), "versions": versions, "official_doc_url": record.get("official_doc_url"),
-        })
+        metadata["records"].append(
+            {
+                "id": record.get("id"),
+                "error_name": name,
+                "error_code": record.get("error_code"),
+                "category": record.get("category"),
+                "versions": versions,
+                "official_doc_url": record.get("official_doc_url"),
+            }
+        )
     title = sections[0].headings[0] if len(records) == 1 else _title_from_path(source_path)
     if len(records) == 1 and records[0].get("signature"):
         title = f"{title}: {str(records[0]['signature']).split(':', 1)[-1].strip()}"

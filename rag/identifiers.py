@@ -21,14 +21,62 @@ _METHOD = re.compile(r"\b([a-z]+[A-Z][A-Za-z]+)\(\)")
 
 # Dotted words that look like config keys but are file names, hosts, packages or abbreviations.
 _NOT_CONFIG_SUFFIX = {
-    "sh", "bat", "txt", "log", "html", "htm", "md", "json", "yml", "yaml", "xml", "jar", "java", "scala", "py",
-    "com", "org", "net", "io", "properties", "sbt", "gz", "tgz", "zip", "conf", "cfg", "pdf", "png", "local",
+    "sh",
+    "bat",
+    "txt",
+    "log",
+    "html",
+    "htm",
+    "md",
+    "json",
+    "yml",
+    "yaml",
+    "xml",
+    "jar",
+    "java",
+    "scala",
+    "py",
+    "com",
+    "org",
+    "net",
+    "io",
+    "properties",
+    "sbt",
+    "gz",
+    "tgz",
+    "zip",
+    "conf",
+    "cfg",
+    "pdf",
+    "png",
+    "local",
 }
 # Template placeholders in the Kafka docs, not error codes.
 _NOT_UPPER_SNAKE = {"scala_version", "kafka_version", "full_dot_version"}
 _NOT_CONFIG_PREFIX = ("org.", "com.", "java.", "javax.", "io.", "kafka.common", "e.g", "i.e", "www.", "etc.")
-_CONFIG_WORDS = {"ms", "bytes", "size", "enable", "max", "min", "timeout", "interval", "level", "id", "factor",
-                 "records", "count", "type", "mode", "class", "dir", "dirs", "policy", "ratio", "retries"}
+_CONFIG_WORDS = {
+    "ms",
+    "bytes",
+    "size",
+    "enable",
+    "max",
+    "min",
+    "timeout",
+    "interval",
+    "level",
+    "id",
+    "factor",
+    "records",
+    "count",
+    "type",
+    "mode",
+    "class",
+    "dir",
+    "dirs",
+    "policy",
+    "ratio",
+    "retries",
+}
 
 
 def extract_identifiers(text: str) -> tuple[str, ...]:

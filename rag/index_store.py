@@ -40,20 +40,22 @@ HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128
 
-CHUNK_SCHEMA = pa.schema([
-    ("chunk_id", pa.string()),
-    ("doc_id", pa.string()),
-    ("source_path", pa.string()),
-    ("title", pa.string()),
-    ("section_path", pa.list_(pa.string())),
-    ("text", pa.string()),
-    ("identifiers", pa.list_(pa.string())),
-    ("start", pa.int64()),
-    ("end", pa.int64()),
-    ("url", pa.string()),
-    ("vector", pa.list_(pa.float32())),
-    ("unit_vectors", pa.list_(pa.list_(pa.float32()))),  # one per `rag.sentences.split_units(text)` unit
-])
+CHUNK_SCHEMA = pa.schema(
+    [
+        ("chunk_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("source_path", pa.string()),
+        ("title", pa.string()),
+        ("section_path", pa.list_(pa.string())),
+        ("text", pa.string()),
+        ("identifiers", pa.list_(pa.string())),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("url", pa.string()),
+        ("vector", pa.list_(pa.float32())),
+        ("unit_vectors", pa.list_(pa.list_(pa.float32()))),  # one per `rag.sentences.split_units(text)` unit
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,13 @@ def choose_index_type(count: int, flat_max: int) -> dict[str, Any]:
     """Exact search while it is cheap; HNSW above `flat_max` chunks (see benchmarks/index_recall.py)."""
     if count <= flat_max:
         return {"type": "Flat", "metric": "inner_product"}
-    return {"type": f"HNSW{HNSW_M}", "metric": "inner_product", "M": HNSW_M,
-            "efConstruction": HNSW_EF_CONSTRUCTION, "efSearch": HNSW_EF_SEARCH}
+    return {
+        "type": f"HNSW{HNSW_M}",
+        "metric": "inner_product",
+        "M": HNSW_M,
+        "efConstruction": HNSW_EF_CONSTRUCTION,
+        "efSearch": HNSW_EF_SEARCH,
+    }
 
 
 def build_faiss(vectors: np.ndarray, spec: Mapping[str, Any]) -> faiss.Index:
@@ -158,8 +165,10 @@ def write_version(
 
 def _embedding_texts(table: pa.Table) -> list[str]:
     """BM25 sees what the dense model sees: section path, then text."""
-    return [f"{' '.join(path)}\n{text}" for path, text in zip(
-        table.column("section_path").to_pylist(), table.column("text").to_pylist(), strict=True)]
+    return [
+        f"{' '.join(path)}\n{text}"
+        for path, text in zip(table.column("section_path").to_pylist(), table.column("text").to_pylist(), strict=True)
+    ]
 
 
 def _switch_pointer(index_dir: Path, version: str) -> None:
@@ -195,21 +204,25 @@ def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> 
         table = pq.read_table(path / "chunks.parquet")
         vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32).reshape(len(table), -1)
         dimension = vectors.shape[1]
-        unit_vectors = [np.asarray(u, dtype=np.float32).reshape(-1, dimension)
-                        for u in table.column("unit_vectors").to_pylist()]
+        unit_vectors = [
+            np.asarray(u, dtype=np.float32).reshape(-1, dimension) for u in table.column("unit_vectors").to_pylist()
+        ]
         index = faiss.read_index(str(path / "faiss.index"))
         bm25 = load_bm25(path / "bm25")
     except (OSError, RuntimeError, ValueError) as exc:
-        raise IndexStoreError(f"Index version {version} in {index_dir}/ is unreadable ({exc}): re-run 'kafka-rag ingest'") from exc
+        raise IndexStoreError(
+            f"Index version {version} in {index_dir}/ is unreadable ({exc}): re-run 'kafka-rag ingest'"
+        ) from exc
     if hasattr(index, "hnsw"):
         index.hnsw.efSearch = int(manifest["faiss"].get("efSearch", HNSW_EF_SEARCH))
-    return LoadedIndex(version, path, manifest, table.drop(["vector", "unit_vectors"]), vectors, unit_vectors,
-                       index, bm25)
+    return LoadedIndex(
+        version, path, manifest, table.drop(["vector", "unit_vectors"]), vectors, unit_vectors, index, bm25
+    )
 
 
 def check_model(manifest: Mapping[str, Any], expected: ModelIdentity) -> None:
     built = manifest.get("model", {})
-    if (built.get("dimension") != expected.dimension or built.get("fingerprint") != expected.fingerprint):
+    if built.get("dimension") != expected.dimension or built.get("fingerprint") != expected.fingerprint:
         raise IndexMismatchError(
             f"The index was built with embedding model '{built.get('name')}' (dimension {built.get('dimension')}, "
             f"fingerprint {built.get('fingerprint')}) but the configured model is '{expected.name}' (dimension "

@@ -39,8 +39,12 @@ class IngestConfig:
     threads_per_task: int = 1
 
     def chunker(self) -> dict[str, Any]:
-        return {"name": CHUNKER_NAME, "version": CHUNKER_VERSION, "chunk_size": self.chunk_size,
-                "chunk_overlap": self.chunk_overlap}
+        return {
+            "name": CHUNKER_NAME,
+            "version": CHUNKER_VERSION,
+            "chunk_size": self.chunk_size,
+            "chunk_overlap": self.chunk_overlap,
+        }
 
 
 @dataclass(frozen=True)
@@ -83,17 +87,36 @@ def chunk_files(files: Iterable[tuple[str, bytes]], config: IngestConfig) -> Ite
             yield {"kind": "skip", "source_path": source_path, "reason": exc.reason}
             continue
         except Exception as exc:  # a parser bug on one odd file must not sink the whole build
-            yield {"kind": "skip", "source_path": source_path, "reason": f"could not be parsed ({type(exc).__name__}: {exc})"}
+            yield {
+                "kind": "skip",
+                "source_path": source_path,
+                "reason": f"could not be parsed ({type(exc).__name__}: {exc})",
+            }
             continue
-        yield {"kind": "doc", "source_path": source_path, "title": document.title, "format": document.format,
-               "chunks": len(chunks)}
+        yield {
+            "kind": "doc",
+            "source_path": source_path,
+            "title": document.title,
+            "format": document.format,
+            "chunks": len(chunks),
+        }
         for chunk in chunks:
-            yield {"kind": "chunk", "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id,
-                   "source_path": chunk.source_path, "title": chunk.title,
-                   "section_path": list(chunk.section_path), "text": chunk.text,
-                   "identifiers": list(chunk.identifiers), "start": chunk.start, "end": chunk.end,
-                   "url": chunk.url, "embedding_text": chunk.embedding_text, "vector": None,
-                   "unit_vectors": None}
+            yield {
+                "kind": "chunk",
+                "chunk_id": chunk.chunk_id,
+                "doc_id": chunk.doc_id,
+                "source_path": chunk.source_path,
+                "title": chunk.title,
+                "section_path": list(chunk.section_path),
+                "text": chunk.text,
+                "identifiers": list(chunk.identifiers),
+                "start": chunk.start,
+                "end": chunk.end,
+                "url": chunk.url,
+                "embedding_text": chunk.embedding_text,
+                "vector": None,
+                "unit_vectors": None,
+            }
 
 
 def embed_rows(
@@ -120,7 +143,7 @@ def embed_rows(
         seconds += time.perf_counter() - started
         position = len(batch)
         for row, vector, row_units in zip(batch, vectors[: len(batch)], units, strict=True):
-            unit_vectors = vectors[position:position + len(row_units)]
+            unit_vectors = vectors[position : position + len(row_units)]
             position += len(row_units)
             yield {**row, "vector": vector.tolist(), "unit_vectors": unit_vectors.tolist()}
         batch.clear()
@@ -138,8 +161,13 @@ def embed_rows(
         yield from flush()
     if embedder is not None:
         identity = model_identity(embedder)
-        yield {"kind": "model", "name": identity.name, "dimension": identity.dimension,
-               "fingerprint": identity.fingerprint, "encode_seconds": seconds}
+        yield {
+            "kind": "model",
+            "name": identity.name,
+            "dimension": identity.dimension,
+            "fingerprint": identity.fingerprint,
+            "encode_seconds": seconds,
+        }
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -158,8 +186,9 @@ def scan_sources(sources: Sequence[str | Path]) -> tuple[list[SourceFile], list[
         for path, relative in iter_source_files(root):
             source_path = prefix + relative
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-                skipped.append({"source_path": source_path,
-                                "reason": f"unsupported file type '{path.suffix or 'no extension'}'"})
+                skipped.append(
+                    {"source_path": source_path, "reason": f"unsupported file type '{path.suffix or 'no extension'}'"}
+                )
                 continue
             try:
                 data = path.read_bytes()
@@ -212,13 +241,26 @@ def run_ingest(
         version = previous["version"]
         progress(f"unchanged: all {len(files)} files match version {version}; nothing to do")
         counts = previous["counts"]
-        return IngestReport(str(index_dir), version, True, counts["documents"], counts["chunks"], 0,
-                            counts["chunks"], tuple(previous.get("skipped", [])), engine_name, master,
-                            round(time.perf_counter() - started, 3), stages)
+        return IngestReport(
+            str(index_dir),
+            version,
+            True,
+            counts["documents"],
+            counts["chunks"],
+            0,
+            counts["chunks"],
+            tuple(previous.get("skipped", [])),
+            engine_name,
+            master,
+            round(time.perf_counter() - started, 3),
+            stages,
+        )
 
     reused_rows, known_vectors = _previous_rows(index_dir, unchanged_files) if reusable else ([], {})
-    progress(f"reuse: {len(unchanged_files)} unchanged files ({len(reused_rows)} chunks); "
-             f"processing {len(changed_files)} new or changed files")
+    progress(
+        f"reuse: {len(unchanged_files)} unchanged files ({len(reused_rows)} chunks); "
+        f"processing {len(changed_files)} new or changed files"
+    )
 
     stage_started = time.perf_counter()
     rows = engine(changed_files, config, frozenset(known_vectors)) if changed_files else []
@@ -228,9 +270,18 @@ def run_ingest(
     identity = _model_entry(models, previous, config)
     if previous and previous.get("model", {}).get("fingerprint") not in (None, identity["fingerprint"]) and reused_rows:
         progress("model changed under the same name: re-embedding everything")
-        return run_ingest(sources, index_dir, config, engine=engine, engine_name=engine_name, master=master,
-                          flat_index_max=flat_index_max, progress=progress, before_publish=before_publish,
-                          reuse=False)
+        return run_ingest(
+            sources,
+            index_dir,
+            config,
+            engine=engine,
+            engine_name=engine_name,
+            master=master,
+            flat_index_max=flat_index_max,
+            progress=progress,
+            before_publish=before_publish,
+            reuse=False,
+        )
 
     embedded = 0
     chunk_rows = list(reused_rows)
@@ -245,11 +296,20 @@ def run_ingest(
     new_docs = [r for r in rows if r["kind"] == "doc"]
     file_hashes = {f.source_path: f for f in files}
     skipped += [{"source_path": r["source_path"], "reason": r["reason"]} for r in rows if r["kind"] == "skip"]
-    documents = [_file_entry(previous_files[f.source_path], f) for f in unchanged_files
-                 if f.source_path not in previous_skips]
-    documents += [{"source_path": d["source_path"], "sha256": file_hashes[d["source_path"]].sha256,
-                   "size": file_hashes[d["source_path"]].size, "title": d["title"], "format": d["format"],
-                   "chunks": d["chunks"]} for d in new_docs]
+    documents = [
+        _file_entry(previous_files[f.source_path], f) for f in unchanged_files if f.source_path not in previous_skips
+    ]
+    documents += [
+        {
+            "source_path": d["source_path"],
+            "sha256": file_hashes[d["source_path"]].sha256,
+            "size": file_hashes[d["source_path"]].size,
+            "title": d["title"],
+            "format": d["format"],
+            "chunks": d["chunks"],
+        }
+        for d in new_docs
+    ]
     if not chunk_rows:
         raise NoDocumentsError(
             f"No ingestible documents in {', '.join(map(str, sources))} ({len(skipped)} files skipped): "
@@ -262,8 +322,13 @@ def run_ingest(
     manifest = {
         "model": identity,
         "chunker": config.chunker(),
-        "counts": {"documents": len(documents), "chunks": len(chunk_rows), "embedded": embedded,
-                   "reused": len(chunk_rows) - embedded, "skipped": len(skipped)},
+        "counts": {
+            "documents": len(documents),
+            "chunks": len(chunk_rows),
+            "embedded": embedded,
+            "reused": len(chunk_rows) - embedded,
+            "skipped": len(skipped),
+        },
         "files": sorted(documents, key=lambda d: d["source_path"]),
         "skipped": sorted(skipped, key=lambda s: s["source_path"]),
         "sources": [str(Path(s).resolve()) for s in sources],
@@ -272,14 +337,26 @@ def run_ingest(
         "engine": engine_name,
     }
     stage_started = time.perf_counter()
-    version = write_version(index_dir, rows_to_table(chunk_rows), manifest, flat_max=flat_index_max,
-                            before_publish=before_publish)
+    version = write_version(
+        index_dir, rows_to_table(chunk_rows), manifest, flat_max=flat_index_max, before_publish=before_publish
+    )
     stages["publish"] = round(time.perf_counter() - stage_started, 3)
     stages["encode"] = round(sum(m.get("encode_seconds", 0.0) for m in models), 3)
     progress(f"publish: version {version} is now serving from {index_dir}/")
-    return IngestReport(str(index_dir), version, False, len(documents), len(chunk_rows), embedded,
-                        len(chunk_rows) - embedded, tuple(manifest["skipped"]), engine_name, master,
-                        round(time.perf_counter() - started, 3), stages)
+    return IngestReport(
+        str(index_dir),
+        version,
+        False,
+        len(documents),
+        len(chunk_rows),
+        embedded,
+        len(chunk_rows) - embedded,
+        tuple(manifest["skipped"]),
+        engine_name,
+        master,
+        round(time.perf_counter() - started, 3),
+        stages,
+    )
 
 
 def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool:
@@ -303,10 +380,18 @@ def _model_entry(models: list[dict[str, Any]], previous: dict[str, Any] | None, 
     if models:
         fingerprints = {m["fingerprint"] for m in models}
         if len(fingerprints) > 1:  # workers loaded different files under one name: refuse to mix them
-            raise NoDocumentsError(f"Workers loaded different models for '{config.model}': check the model path on every node")
+            raise NoDocumentsError(
+                f"Workers loaded different models for '{config.model}': check the model path on every node"
+            )
         first = models[0]
-        return {"name": config.model, "dimension": first["dimension"], "fingerprint": first["fingerprint"],
-                "normalized": True, "backend": "sentence-transformers/torch", "metric": "inner_product"}
+        return {
+            "name": config.model,
+            "dimension": first["dimension"],
+            "fingerprint": first["fingerprint"],
+            "normalized": True,
+            "backend": "sentence-transformers/torch",
+            "metric": "inner_product",
+        }
     assert previous is not None, "nothing embedded and no previous index: no chunks either"
     return dict(previous["model"])
 
@@ -324,4 +409,3 @@ def _dedupe_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen.add(row["chunk_id"])
             unique.append(row)
     return unique
-

@@ -124,9 +124,7 @@ class LLMDraft:
     notes: tuple[str, ...] = ()
 
 
-def build_chat_model(
-    provider: str, base_url: str, model: str, timeout_s: float, temperature: float
-) -> BaseChatModel:
+def build_chat_model(provider: str, base_url: str, model: str, timeout_s: float, temperature: float) -> BaseChatModel:
     """One chat model for the configured endpoint; no retries, because the service falls back instead."""
     if not model:
         raise ConfigurationError(
@@ -148,9 +146,7 @@ def build_chat_model(
             use_responses_api=False,  # chat completions is what every OpenAI-compatible server speaks
         )
     if provider == "ollama":
-        return ChatOllama(
-            base_url=base_url, model=model, temperature=temperature, client_kwargs={"timeout": timeout_s}
-        )
+        return ChatOllama(base_url=base_url, model=model, temperature=temperature, client_kwargs={"timeout": timeout_s})
     raise ConfigurationError(f"KAFKA_RAG_LLM_PROVIDER must be 'openai' or 'ollama', got {provider!r}")
 
 
@@ -178,8 +174,7 @@ def _rewrite_messages(question: str, history: Sequence[Mapping[str, str]]) -> li
 
 def _passages_block(passages: Sequence[Passage]) -> str:
     parts = [
-        f'<passage n="{n}">\nSource: {_as_data(p.heading)} ({_as_data(p.source_path)})\n'
-        f"{_as_data(p.text)}\n</passage>"
+        f'<passage n="{n}">\nSource: {_as_data(p.heading)} ({_as_data(p.source_path)})\n{_as_data(p.text)}\n</passage>'
         for n, p in enumerate(passages, start=1)
     ]
     return "<passages>\n" + "\n".join(parts) + "\n</passages>"
@@ -214,9 +209,7 @@ def validate_citations(text: str, passages: Sequence[Passage]) -> LLMDraft:
             continue  # a stray marker with no words around it: dropped, nothing to flag
         covered = {w for w in s.words if any(w in words_of[n - 1] for n in cited)}
         s.kept = tuple(
-            n
-            for n in dict.fromkeys(cited)
-            if len(s.words & words_of[n - 1]) / len(s.words) >= MARKER_MIN_OVERLAP
+            n for n in dict.fromkeys(cited) if len(s.words & words_of[n - 1]) / len(s.words) >= MARKER_MIN_OVERLAP
         )
         s.flagged = not s.kept or len(covered) / len(s.words) < SUPPORT_THRESHOLD
         if s.flagged:
@@ -242,9 +235,7 @@ def validate_citations(text: str, passages: Sequence[Passage]) -> LLMDraft:
     if invalid:
         notes.append(f"Removed {_plural(invalid, 'citation marker')} that pointed to no retrieved passage.")
     if flagged:
-        notes.append(
-            f"{_plural(len(flagged), 'sentence')} with no supporting source marked {UNSUPPORTED_FLAG}."
-        )
+        notes.append(f"{_plural(len(flagged), 'sentence')} with no supporting source marked {UNSUPPORTED_FLAG}.")
     return LLMDraft(
         text="\n".join(lines).strip(),
         citations=citations,
@@ -314,9 +305,7 @@ def _line_sentences(line_no: int, line: str) -> Iterator[_Sentence]:
             continue
         words = _content_words(text)
         heading = whole_line and not markers and bool(_HEADING.match(line.strip()))
-        is_claim = bool(markers) or (
-            not heading and len(words) >= MIN_CLAIM_WORDS and not _NOT_COVERED.search(text)
-        )
+        is_claim = bool(markers) or (not heading and len(words) >= MIN_CLAIM_WORDS and not _NOT_COVERED.search(text))
         yield _Sentence(line_no, start, end, markers, text, words, is_claim)
 
 
@@ -425,6 +414,5 @@ def _generation_error(exc: Exception) -> GenerationError:
             "Could not reach the LLM endpoint; check KAFKA_RAG_LLM_BASE_URL and that the server is running."
         )
     return GenerationError(
-        "The LLM endpoint sent a response that could not be read; "
-        "check that it speaks the OpenAI or Ollama chat API."
+        "The LLM endpoint sent a response that could not be read; check that it speaks the OpenAI or Ollama chat API."
     )

@@ -71,7 +71,7 @@ def reduce_to_signal(text: str, max_chars: int) -> ReducedQuery:
         kept.append(line[:300])
     signal = " ".join(kept)
     identifiers = " ".join(i for i in extract_identifiers(text[:400_000]) if i.lower() not in signal.lower())
-    reduced = f"{signal} {identifiers}".strip()[:max(max_chars, MAX_SIGNAL_CHARS)]
+    reduced = f"{signal} {identifiers}".strip()[: max(max_chars, MAX_SIGNAL_CHARS)]
     return ReducedQuery(reduced[:MAX_SIGNAL_CHARS] if looks_like_log(text) else reduced, trimmed=True)
 
 
@@ -113,5 +113,31 @@ def _content_words(text: str) -> list[str]:
     return [w for w in re.findall(r"[A-Za-z][\w.\-]*", text) if len(w) > 3 and w.lower() not in _GENERIC]
 
 
-_GENERIC = frozenset("what does mean when with that this have from there their about which should would could "
-                     "happen happens happening doing getting keep keeps mine".split())
+_GENERIC = frozenset(
+    [
+        "what",
+        "does",
+        "mean",
+        "when",
+        "with",
+        "that",
+        "this",
+        "have",
+        "from",
+        "there",
+        "their",
+        "about",
+        "which",
+        "should",
+        "would",
+        "could",
+        "happen",
+        "happens",
+        "happening",
+        "doing",
+        "getting",
+        "keep",
+        "keeps",
+        "mine",
+    ]
+)

@@ -58,8 +58,10 @@ class Retriever:
         columns = index.chunks
         self._identifiers = [frozenset(ids) for ids in columns.column("identifiers").to_pylist()]
         self._section_keys = [
-            (source, tuple(path)) for source, path in zip(
-                columns.column("source_path").to_pylist(), columns.column("section_path").to_pylist(), strict=True)
+            (source, tuple(path))
+            for source, path in zip(
+                columns.column("source_path").to_pylist(), columns.column("section_path").to_pylist(), strict=True
+            )
         ]
         self._rows = columns.to_pylist()
         identifier_counts: Counter[str] = Counter(i for ids in self._identifiers for i in ids)
@@ -99,8 +101,11 @@ class Retriever:
         matched = self._identifier_matches(query_identifiers) if mode == "hybrid" else {}
         # Cosine for every candidate (not the whole corpus): the answerer and abstention need it.
         candidates = sorted(set(dense_order) | set(lexical_order) | set(matched))
-        dense_scores = dict(zip(candidates, (self.index.vectors[candidates] @ query_vector).tolist(), strict=True)) \
-            if candidates else {}
+        dense_scores = (
+            dict(zip(candidates, (self.index.vectors[candidates] @ query_vector).tolist(), strict=True))
+            if candidates
+            else {}
+        )
         sentence_order = self._sentence_order(candidates, query_vector) if mode == "hybrid" else []
         scores = self._fuse(mode, dense_order, lexical_order, matched, dense_scores, lexical, weights)
         for rank, row in enumerate(sentence_order, start=1):
@@ -115,8 +120,11 @@ class Retriever:
 
     def _sentence_order(self, candidates: list[int], query_vector: np.ndarray) -> list[int]:
         """Candidates by their best single sentence: finds the chunk that holds the exact answer line."""
-        best = {row: float((self.index.unit_vectors[row] @ query_vector).max())
-                for row in candidates if len(self.index.unit_vectors[row])}
+        best = {
+            row: float((self.index.unit_vectors[row] @ query_vector).max())
+            for row in candidates
+            if len(self.index.unit_vectors[row])
+        }
         return sorted(best, key=lambda row: (-best[row], row))
 
     def _identifier_matches(self, query_identifiers: tuple[str, ...]) -> dict[int, set[str]]:
@@ -161,9 +169,15 @@ class Retriever:
     def passage(self, hit: Hit) -> Passage:
         row = self._rows[hit.row]
         return Passage(
-            chunk_id=row["chunk_id"], doc_id=row["doc_id"], title=row["title"],
-            section_path=tuple(row["section_path"]), source_path=row["source_path"], text=row["text"],
-            score=round(hit.score, 6), url=row["url"] or "", identifiers=tuple(row["identifiers"]),
+            chunk_id=row["chunk_id"],
+            doc_id=row["doc_id"],
+            title=row["title"],
+            section_path=tuple(row["section_path"]),
+            source_path=row["source_path"],
+            text=row["text"],
+            score=round(hit.score, 6),
+            url=row["url"] or "",
+            identifiers=tuple(row["identifiers"]),
         )
 
     def term_coverage(self, query: str, rows: list[int]) -> float:

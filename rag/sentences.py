@@ -21,7 +21,7 @@ def split_units(text: str) -> list[str]:
     units: list[str] = []
     position = 0
     for fence in _FENCE.finditer(text):
-        units.extend(_prose_units(text[position:fence.start()]))
+        units.extend(_prose_units(text[position : fence.start()]))
         units.extend(_logical_lines(fence.group(1)))
         position = fence.end()
     units.extend(_prose_units(text[position:]))
@@ -43,7 +43,7 @@ def _logical_lines(paragraph: str) -> list[str]:
     for index, line in enumerate(lines):
         if index and lines[index - 1].startswith("# ") and not line.startswith("#"):
             start = paragraph.index(lines[index - 1])
-            merged[-1] = paragraph[start:paragraph.index(line, start) + len(line)]
+            merged[-1] = paragraph[start : paragraph.index(line, start) + len(line)]
         else:
             merged.append(line)
     return merged
@@ -53,7 +53,7 @@ def _sentences(line: str) -> list[str]:
     pieces: list[str] = []
     start = 0
     for match in _SENTENCE_END.finditer(line):
-        candidate = line[start:match.start() + len(match.group(0).rstrip())].strip()
+        candidate = line[start : match.start() + len(match.group(0).rstrip())].strip()
         if _ABBREVIATION.search(candidate):
             continue
         pieces.append(candidate)

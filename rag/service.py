@@ -51,12 +51,17 @@ class Assistant:
         self.settings = settings
         self._retriever = retriever
         self._weights = FusionWeights(
-            candidates=settings.candidates, rrf_k=settings.rrf_k, dense=settings.dense_weight,
-            bm25=settings.bm25_weight, identifier=settings.identifier_weight, sentence=settings.sentence_weight,
+            candidates=settings.candidates,
+            rrf_k=settings.rrf_k,
+            dense=settings.dense_weight,
+            bm25=settings.bm25_weight,
+            identifier=settings.identifier_weight,
+            sentence=settings.sentence_weight,
             max_per_section=settings.max_per_section,
         )
-        self._policy = AbstentionPolicy(settings.abstain_min_dense, settings.abstain_min_term_coverage,
-                                        settings.abstain_min_dense_with_unknown_name)
+        self._policy = AbstentionPolicy(
+            settings.abstain_min_dense, settings.abstain_min_term_coverage, settings.abstain_min_dense_with_unknown_name
+        )
         self._llm = None
 
     @classmethod
@@ -71,13 +76,24 @@ class Assistant:
     @property
     def status(self) -> IndexStatus:
         summary = summarize(self._retriever.index.manifest)
-        return IndexStatus(**{k: summary[k] or ("" if k in ("version", "model", "built_at", "index_type") else 0)
-                              for k in ("version", "documents", "chunks", "model", "built_at", "index_type", "skipped")})
+        return IndexStatus(
+            **{
+                k: summary[k] or ("" if k in ("version", "model", "built_at", "index_type") else 0)
+                for k in ("version", "documents", "chunks", "model", "built_at", "index_type", "skipped")
+            }
+        )
 
     # ------------------------------------------------------------------------------------------ public API
 
-    def ask(self, question: str, history: History = (), *, top_k: int | None = None,
-            retrieval: str | None = None, answerer: str | None = None) -> Answer:
+    def ask(
+        self,
+        question: str,
+        history: History = (),
+        *,
+        top_k: int | None = None,
+        retrieval: str | None = None,
+        answerer: str | None = None,
+    ) -> Answer:
         answer: Answer | None = None
         for event in self.stream(question, history, top_k=top_k, retrieval=retrieval, answerer=answerer):
             if isinstance(event, Answer):
@@ -85,15 +101,27 @@ class Assistant:
         assert answer is not None
         return answer
 
-    def stream(self, question: str, history: History = (), *, top_k: int | None = None,
-               retrieval: str | None = None, answerer: str | None = None) -> Iterator[str | Answer]:
+    def stream(
+        self,
+        question: str,
+        history: History = (),
+        *,
+        top_k: int | None = None,
+        retrieval: str | None = None,
+        answerer: str | None = None,
+    ) -> Iterator[str | Answer]:
         """Yield text deltas as they are produced, then exactly one final `Answer`."""
         started = time.perf_counter()
         answerer = answerer or self.settings.answerer
         if answerer not in ANSWERERS:
             raise QuestionError(f"Unknown answerer {answerer!r}: use one of {', '.join(ANSWERERS)}")
-        prepared = self._prepare(question, history, top_k or self.settings.top_k,
-                                 retrieval or self.settings.retrieval_mode, use_llm=answerer == "llm")
+        prepared = self._prepare(
+            question,
+            history,
+            top_k or self.settings.top_k,
+            retrieval or self.settings.retrieval_mode,
+            use_llm=answerer == "llm",
+        )
         timings = dict(prepared.timings_ms)
         notes = list(prepared.notes)
         stage = time.perf_counter()
@@ -106,22 +134,32 @@ class Assistant:
         elif answerer == "llm":
             draft, used = yield from self._stream_llm(prepared, history, notes)
         else:
-            draft = extract_answer(self._retriever, prepared.query, prepared.ranking,
-                                   self.settings.max_answer_sentences, question)
+            draft = extract_answer(
+                self._retriever, prepared.query, prepared.ranking, self.settings.max_answer_sentences, question
+            )
             yield draft.text
         timings["answer"] = _ms(stage)
         timings["total"] = _ms(started)
         yield Answer(
-            question=prepared.question, text=draft.text, citations=draft.citations, abstained=draft.abstained,
-            query=prepared.query, related=draft.related, notes=tuple(notes), timings_ms=timings, answerer=used,
+            question=prepared.question,
+            text=draft.text,
+            citations=draft.citations,
+            abstained=draft.abstained,
+            query=prepared.query,
+            related=draft.related,
+            notes=tuple(notes),
+            timings_ms=timings,
+            answerer=used,
             index_version=self._retriever.index.version,
         )
 
-    def search(self, question: str, history: History = (), *, k: int = 10, retrieval: str | None = None,
-               rewrite: bool = True) -> SearchResult:
+    def search(
+        self, question: str, history: History = (), *, k: int = 10, retrieval: str | None = None, rewrite: bool = True
+    ) -> SearchResult:
         """Ranked passages only; `rewrite=False` searches the raw question, ignoring history."""
-        prepared = self._prepare(question, history if rewrite else (), k,
-                                 retrieval or self.settings.retrieval_mode, use_llm=False)
+        prepared = self._prepare(
+            question, history if rewrite else (), k, retrieval or self.settings.retrieval_mode, use_llm=False
+        )
         passages = tuple(self._retriever.passage(hit) for hit in prepared.ranking.hits)
         return SearchResult(query=prepared.query, passages=passages, timings_ms=prepared.timings_ms)
 
@@ -150,7 +188,9 @@ class Assistant:
             try:
                 return self._llm_answerer().rewrite_query(query, history)
             except GenerationError as exc:
-                notes.append(f"The language model could not rewrite the follow-up ({exc}); used the conversation's subject.")
+                notes.append(
+                    f"The language model could not rewrite the follow-up ({exc}); used the conversation's subject."
+                )
         return rewrite_followup(query, history)
 
     def _stream_llm(self, prepared: _Prepared, history: History, notes: list[str]):
@@ -167,8 +207,9 @@ class Assistant:
         except GenerationError as exc:
             log.warning("LLM answer failed, falling back to extractive: %s", exc)
             notes.append(LLM_FALLBACK_NOTE.format(reason=exc))
-            draft = extract_answer(self._retriever, prepared.query, prepared.ranking,
-                                   self.settings.max_answer_sentences, prepared.question)
+            draft = extract_answer(
+                self._retriever, prepared.query, prepared.ranking, self.settings.max_answer_sentences, prepared.question
+            )
             yield "\n\n" + draft.text
             return draft, "extractive"
         notes.extend(llm_draft.notes)
@@ -181,8 +222,9 @@ class Assistant:
             from rag.llm import LLMAnswerer, build_chat_model
 
             s = self.settings
-            self._llm = LLMAnswerer(build_chat_model(s.llm_provider, s.llm_base_url, s.llm_model, s.llm_timeout_s,
-                                                     s.llm_temperature))
+            self._llm = LLMAnswerer(
+                build_chat_model(s.llm_provider, s.llm_base_url, s.llm_model, s.llm_timeout_s, s.llm_temperature)
+            )
         return self._llm
 
 

@@ -21,15 +21,33 @@ from rag.errors import ConfigurationError
 from rag.ingest import IngestConfig, SourceFile, chunk_files, embed_rows
 
 ROW_FIELDS = (
-    "kind", "chunk_id", "doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end",
-    "url", "embedding_text", "vector", "unit_vectors", "format", "chunks", "reason", "name", "dimension", "fingerprint",
+    "kind",
+    "chunk_id",
+    "doc_id",
+    "source_path",
+    "title",
+    "section_path",
+    "text",
+    "identifiers",
+    "start",
+    "end",
+    "url",
+    "embedding_text",
+    "vector",
+    "unit_vectors",
+    "format",
+    "chunks",
+    "reason",
+    "name",
+    "dimension",
+    "fingerprint",
     "encode_seconds",
 )
 ROW_SCHEMA = (
     "kind string, chunk_id string, doc_id string, source_path string, title string, section_path array<string>, "
     "text string, identifiers array<string>, start long, end long, url string, embedding_text string, "
-    "vector array<float>, unit_vectors array<array<float>>, format string, chunks long, reason string, name string, dimension long, "
-    "fingerprint string, encode_seconds double"
+    "vector array<float>, unit_vectors array<array<float>>, format string, chunks long, reason string, "
+    "name string, dimension long, fingerprint string, encode_seconds double"
 )
 
 
@@ -39,8 +57,8 @@ def check_java() -> str:
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
     if not java or not os.path.exists(java):
         raise ConfigurationError(
-            "Java was not found: Spark needs Java 17 or newer. Install it (e.g. 'apt-get install openjdk-17-jre-headless') "
-            "or set JAVA_HOME"
+            "Java was not found: Spark needs Java 17 or newer. Install it "
+            "(e.g. 'apt-get install openjdk-17-jre-headless') or set JAVA_HOME"
         )
     output = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
     match = re.search(r'version "(\d+)(?:\.(\d+))?', output)
@@ -48,7 +66,9 @@ def check_java() -> str:
     if major == 1 and match and match.group(2):
         major = int(match.group(2))
     if major < 17:
-        raise ConfigurationError(f"Spark needs Java 17 or newer, found {major or 'unknown'} at {java}: install Java 17+ or set JAVA_HOME")
+        raise ConfigurationError(
+            f"Spark needs Java 17 or newer, found {major or 'unknown'} at {java}: install Java 17+ or set JAVA_HOME"
+        )
     return str(major)
 
 
@@ -73,7 +93,10 @@ def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> 
         .config("spark.executorEnv.TOKENIZERS_PARALLELISM", "false")
         .config("spark.executorEnv.HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
         .config("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
-        .config("spark.driver.host", "127.0.0.1" if master.startswith("local") else os.environ.get("SPARK_DRIVER_HOST", "127.0.0.1"))
+        .config(
+            "spark.driver.host",
+            "127.0.0.1" if master.startswith("local") else os.environ.get("SPARK_DRIVER_HOST", "127.0.0.1"),
+        )
         .config("spark.driver.bindAddress", "127.0.0.1" if master.startswith("local") else "0.0.0.0")
     )
     session = builder.getOrCreate()
@@ -94,7 +117,9 @@ def spark_engine(master: str, arrow_batch_size: int = 1000):
     return run
 
 
-def _run_job(spark: Any, files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]) -> list[dict[str, Any]]:
+def _run_job(
+    spark: Any, files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]
+) -> list[dict[str, Any]]:
     import pandas as pd
 
     parallelism = max(spark.sparkContext.defaultParallelism, 1)
