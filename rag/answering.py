@@ -18,7 +18,6 @@ from rag.identifiers import extract_identifiers
 from rag.lexical import tokenize
 from rag.passages import Citation, Passage
 from rag.retrieval import Hit, Ranking, Retriever
-from rag.sentences import split_units
 
 NOT_COVERED = "The knowledge base does not cover this."
 
@@ -182,19 +181,19 @@ def extract_answer(retriever: Retriever, query: str, ranking: Ranking, max_sente
 def _score_units(retriever, hit: Hit, hit_index: int, query_vector, query_terms, query_identifiers) -> list[_Unit]:
     """A sentence scores by its own similarity and by its passage's (whose heading gives it context)."""
     row = retriever.row(hit.row)
-    texts = split_units(row["text"])
+    units = retriever.units(hit.row)
     vectors = retriever.index.unit_vectors[hit.row]
-    if len(texts) != len(vectors):  # a chunk table written by another splitter version: skip, never misquote
+    if len(units) != len(vectors):  # a chunk table written by another splitter version: skip, never misquote
         return []
     heading = " ".join(row["section_path"][1:])
     scored = []
-    for position, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+    for position, (unit, vector) in enumerate(zip(units, vectors, strict=True)):
+        text = unit.text
         if _is_heading_like(text):
             continue
         similarity = float(vector @ query_vector)
-        terms = set(tokenize(text))
-        overlap = len(terms & query_terms) / (len(query_terms) or 1)
-        identifiers = len(set(extract_identifiers(text)) & query_identifiers)
+        overlap = len(unit.terms & query_terms) / (len(query_terms) or 1)
+        identifiers = len(unit.identifiers & query_identifiers)
         score = (
             SENTENCE_WEIGHT * similarity
             + PASSAGE_WEIGHT * hit.dense

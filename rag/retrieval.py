@@ -20,6 +20,7 @@ from rag.identifiers import extract_identifiers
 from rag.index_store import LoadedIndex
 from rag.lexical import bm25_scores, tokenize
 from rag.passages import Passage
+from rag.sentences import split_units
 from rag.settings import RETRIEVAL_MODES
 
 
@@ -43,6 +44,15 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class Unit:
+    """A quotable sentence of a chunk with what the answerer matches against the question."""
+
+    text: str
+    terms: frozenset[str]
+    identifiers: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Ranking:
     hits: tuple[Hit, ...]
     query_vector: np.ndarray
@@ -57,6 +67,11 @@ class Retriever:
         self._queries = QueryBatcher(embedder)
         columns = index.chunks
         self._identifiers = [frozenset(ids) for ids in columns.column("identifiers").to_pylist()]
+        self._rows_by_identifier: dict[str, list[int]] = {}
+        for row, ids in enumerate(self._identifiers):
+            for identifier in ids:
+                self._rows_by_identifier.setdefault(identifier, []).append(row)
+        self._units: dict[int, tuple[Unit, ...]] = {}
         self._section_keys = [
             (source, tuple(path))
             for source, path in zip(
@@ -131,7 +146,8 @@ class Retriever:
         if not query_identifiers:
             return {}
         wanted = set(query_identifiers)
-        return {row: ids & wanted for row, ids in enumerate(self._identifiers) if ids & wanted}
+        rows = {row for identifier in wanted for row in self._rows_by_identifier.get(identifier, ())}
+        return {row: self._identifiers[row] & wanted for row in rows}
 
     def _fuse(self, mode, dense_order, lexical_order, matched, dense_scores, lexical, weights) -> dict[int, float]:
         if mode == "dense":
@@ -197,6 +213,17 @@ class Retriever:
             return False
         parts = [t for part in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", word) for t in tokenize(part) if len(t) > 2]
         return not any(self._token_df.get(t, 0) for t in parts)
+
+    def units(self, row: int) -> tuple[Unit, ...]:
+        """The chunk's sentence units, split and tokenized once and then cached (a benign race at worst)."""
+        units = self._units.get(row)
+        if units is None:
+            units = tuple(
+                Unit(text, frozenset(tokenize(text)), frozenset(extract_identifiers(text)))
+                for text in split_units(self._rows[row]["text"])
+            )
+            self._units[row] = units
+        return units
 
     def row(self, row: int) -> dict:
         return self._rows[row]
