@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-_EXCEPTION = re.compile(r"\b(?:[a-z][\w]*\.)*([A-Z][A-Za-z0-9]*(?:Exception|Error))\b")
+# The class name alone (a package prefix would be rescanned from every word boundary: quadratic).
+_EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Exception|Error))\b")
 _UPPER_SNAKE = re.compile(r"\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b")
 _ERROR_CODE = re.compile(r"\b(?:error[ _-]?code|code)\s*[:=#]?\s*\(?(\d{1,4})\b", re.I)
 _CODE_DEFINITION = re.compile(r"\b[A-Z][A-Z0-9_]+\((\d{1,4}),")  # INVALID_RECORD(83, "...")

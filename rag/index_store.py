@@ -142,6 +142,7 @@ def write_version(
     versions.mkdir(parents=True, exist_ok=True)
     version = new_version_name()
     staging = versions / f".staging-{version}"
+    final = versions / version
     try:
         staging.mkdir()
         vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32).reshape(len(table), -1)
@@ -151,13 +152,14 @@ def write_version(
         pq.write_table(table, staging / "chunks.parquet")
         manifest = {**manifest, "schema_version": SCHEMA_VERSION, "version": version, "faiss": spec}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
-        final = versions / version
         staging.rename(final)
         if before_publish is not None:
             before_publish(final)
         _switch_pointer(index_dir, version)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        if current_version(index_dir) != version:  # never published: nothing may keep it
+            shutil.rmtree(final, ignore_errors=True)
         raise
     _prune_old_versions(versions, keep=version)
     return version

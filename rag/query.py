@@ -17,6 +17,7 @@ from rag.identifiers import extract_identifiers
 from rag.lexical import tokenize
 
 MAX_SIGNAL_CHARS = 1200
+MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
 FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
 
 _TIMESTAMP = re.compile(
@@ -24,7 +25,10 @@ _TIMESTAMP = re.compile(
 )
 _LEVEL = re.compile(r"\b(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b")
 _THREAD = re.compile(r"\[[^\]\n]{0,120}\]|\((?:[\w.-]*thread[\w.-]*|main)\)", re.I)
-_HOST = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\b[\w-]+(?:\.[\w-]+)+:\d{2,5}\b")
+_HOST = re.compile(
+    r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\b[\w-]+(?:\.[\w-]+)+:\d{2,5}\b|\b[\w-]+(?:\.[\w-]+){2,}/"
+    r"|\b[\w-]+(?:\.[\w-]+)*\.(?:com|net|org|io|local|internal|cloud|corp|lan)\b(?!\.)"
+)
 _HEX = re.compile(r"\b(?:0x)?[0-9a-f]{12,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _FRAME = re.compile(r"^\s*(?:at\s+[\w$.<>/]+\(.*\)|\.\.\.\s*\d+\s+more|~?\[[^\]]*\.jar[^\]]*\])\s*$")
 _EXCEPTION_LINE = re.compile(r"(?:Caused by:\s*)?(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b(?::\s*.*)?")
@@ -54,25 +58,29 @@ def reduce_to_signal(text: str, max_chars: int) -> ReducedQuery:
     kept: list[str] = []
     seen: set[str] = set()
     lines = text[:400_000].split("\n")  # a 200 KB paste is scanned once, linearly
-    if any(_SIGNAL_LINE.search(line) for line in lines):
+    if any(_SIGNAL_LINE.search(line[:MAX_LINE_CHARS]) for line in lines):
         # Heartbeats and INFO chatter drown the one line that matters: keep errors, exceptions and prose.
-        lines = [line for line in lines if _SIGNAL_LINE.search(line) or not _LOG_SHAPE.search(line)]
+        lines = [
+            line
+            for line in lines
+            if _SIGNAL_LINE.search(line[:MAX_LINE_CHARS]) or not _LOG_SHAPE.search(line[:MAX_LINE_CHARS])
+        ]
     for raw_line in lines:
         if _FRAME.match(raw_line):
             continue
-        line = _HEX.sub(" ", _HOST.sub(" ", _THREAD.sub(" ", _LEVEL.sub(" ", _TIMESTAMP.sub(" ", raw_line)))))
+        line = raw_line[:MAX_LINE_CHARS]
+        line = _HEX.sub(" ", _HOST.sub(" ", _THREAD.sub(" ", _LEVEL.sub(" ", _TIMESTAMP.sub(" ", line)))))
         line = " ".join(line.split()).strip(" -:|")
-        exception = _EXCEPTION_LINE.search(line)
-        if exception and ("Exception" in line or "Error" in line):
-            line = exception.group(0).replace("Caused by:", "").strip()
+        if "Exception" in line or "Error" in line:
+            exception = _EXCEPTION_LINE.search(line[:MAX_LINE_CHARS])
+            if exception:
+                line = exception.group(0).replace("Caused by:", "").strip()
         if len(line) < 4 or line.lower() in seen:
             continue
         seen.add(line.lower())
         kept.append(line[:300])
-    signal = " ".join(kept)
-    identifiers = " ".join(i for i in extract_identifiers(text[:400_000]) if i.lower() not in signal.lower())
-    reduced = f"{signal} {identifiers}".strip()[: max(max_chars, MAX_SIGNAL_CHARS)]
-    return ReducedQuery(reduced[:MAX_SIGNAL_CHARS] if looks_like_log(text) else reduced, trimmed=True)
+    limit = MAX_SIGNAL_CHARS if looks_like_log(text) else max(max_chars, MAX_SIGNAL_CHARS)
+    return ReducedQuery(" ".join(kept)[:limit].strip(), trimmed=True)
 
 
 def _printable(text: str) -> str:
