@@ -65,6 +65,7 @@ class Evidence:
     term_coverage: float
     unknown_names: tuple[str, ...]  # names in the question the corpus never mentions (other products, features)
     off_topic: bool
+    identifier_match: bool  # a top passage carries an exact identifier from the question (error code, exception)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ def assess(retriever: Retriever, question: str, query: str, ranking: Ranking) ->
         term_coverage=retriever.term_coverage(query, rows),
         unknown_names=tuple(name for name in _names(question) if retriever.unknown_term(name)),
         off_topic=bool(_OFF_TOPIC.search(question)),
+        # The user's own identifiers only: a follow-up's rewrite carries the earlier turns' identifiers.
+        identifier_match=any(set(extract_identifiers(question)) & set(hit.identifiers) for hit in ranking.hits[:3]),
     )
 
 
@@ -100,7 +103,12 @@ def should_abstain(evidence: Evidence, policy: AbstentionPolicy) -> bool:
         evidence.off_topic
         or evidence.best_dense < policy.min_dense
         or evidence.term_coverage < policy.min_term_coverage
-        or (bool(evidence.unknown_names) and evidence.best_dense < policy.min_dense_with_unknown_name)
+        # "Our Spring Boot app gets ProducerFencedException": the user's own stack is named, the error is covered.
+        or (
+            bool(evidence.unknown_names)
+            and not evidence.identifier_match
+            and evidence.best_dense < policy.min_dense_with_unknown_name
+        )
     )
 
 

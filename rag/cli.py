@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag.errors import KafkaRagError, SourceNotFoundError
+from rag.errors import KafkaRagError, QuestionError, SourceNotFoundError
 from rag.settings import Settings
 
 SAMPLE_QUESTION = "What does error code 121 INVALID_RECORD_STATE mean?"
@@ -30,6 +30,8 @@ _ADAPTER_HELP = {
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no weight-loading progress bar on every command
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     parser = _parser(argv)
     args = parser.parse_args(argv)
@@ -162,6 +164,8 @@ def _ask(args: argparse.Namespace) -> int:
     question = args.question
     if question in (None, "-"):
         question = sys.stdin.read()
+    if not question.strip():  # refuse before spending seconds on loading the model
+        raise QuestionError("The question is empty: type a question or paste an error message")
     assistant = _assistant(args)
     answer = assistant.ask(question)
     if args.json:

@@ -1,0 +1,286 @@
+"""Structure-aware chunking: FAQ pairs and sections stay together, offsets and ids are exact and stable."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rag.chunking import Chunk, chunk_document, document_text
+from rag.documents import Document, Section, load_document
+
+SEEDS = Path(__file__).resolve().parents[1] / "seeds"
+SEED_PATHS = sorted(SEEDS.glob("*.txt"))
+SETTINGS = [(900, 150), (300, 50), (150, 0), (2000, 300)]
+
+
+def _seed(prefix: str) -> Document:
+    path = next(SEEDS.glob(f"{prefix}_*.txt"))
+    return load_document(path.read_bytes(), path.name)
+
+
+@pytest.fixture(scope="module")
+def seed_documents() -> list[Document]:
+    return [load_document(p.read_bytes(), p.name) for p in SEED_PATHS]
+
+
+def _document(*sections: Section, title: str = "Guide") -> Document:
+    return Document(doc_id="d1", source_path="guide.md", title=title, sections=sections, format="markdown")
+
+
+def _sentences(count: int, stem: str = "Sentence") -> str:
+    return " ".join(f"{stem} number {n} talks about brokers and partitions." for n in range(count))
+
+
+# ------------------------------------------------------------------------------------------ the seeds
+
+
+def test_faq_question_stays_with_its_answer():
+    chunks = chunk_document(_seed("003"), 900, 150)
+    chunk = next(c for c in chunks if c.section_path[-1] == "How do I enable idempotent writes?")
+    assert chunk.section_path == (
+        "Frequently asked questions",
+        "Exactly-Once Processing",
+        "How do I enable idempotent writes?",
+    )
+    assert "enable.idempotence=true" in chunk.text
+    assert "enable.idempotence" in chunk.identifiers
+    assert chunk.embedding_text.startswith("How do I enable idempotent writes?") or chunk.embedding_text.startswith(
+        "Frequently asked questions › Exactly-Once Processing › How do I enable idempotent writes?"
+    )
+
+
+@pytest.mark.parametrize(("size", "overlap"), SETTINGS)
+def test_every_faq_answer_starts_a_chunk_under_its_question(size, overlap):
+    document = _seed("003")
+    chunks = chunk_document(document, size, overlap)
+    for section in document.sections:
+        if not section.headings[-1].endswith("?"):
+            continue
+        question = section.headings[-1]
+        first_line = section.text.split("\n")[0][:30]
+        # Either the chunk is filed under the question and starts with its answer, or the question was packed
+        # after a short sibling and travels in the text right before its answer.
+        assert any(
+            (c.section_path[-1] == question and c.text.startswith(first_line)) or f"{question}\n{first_line}" in c.text
+            for c in chunks
+        ), question
+
+
+def test_seed_000_sections_are_chunked_whole_with_their_headings():
+    chunks = chunk_document(_seed("000"), 900, 150)
+    solutions = next(c for c in chunks if c.section_path[-1] == "Solutions")
+    assert solutions.section_path == ("Kafka Error INVALID_RECORD_STATE", "Solutions")
+    assert solutions.text.startswith("- Ensure each record is acknowledged exactly once per fetch session.")
+    assert solutions.text.endswith("REJECT to dead-letter).")
+    assert "group.share.record.lock.duration.ms" in solutions.identifiers
+    commands = next(c for c in chunks if "kafka-share-groups.sh" in c.text)
+    assert "# Describe share group state and members\nkafka-share-groups.sh" in commands.text
+    assert "kafka-share-groups" in commands.identifiers
+
+
+def test_seed_004_record_sections_have_error_name_in_their_path():
+    chunks = chunk_document(_seed("004"), 900, 150)
+    assert {c.section_path[1] for c in chunks} == {"InvalidCommitOffsetSyncException"}
+    assert all("invalidcommitoffsetsyncexception" in c.identifiers for c in chunks)
+    assert any("Root cause" in c.section_path or "Root cause\nThe consumer attempted" in c.text for c in chunks)
+
+
+@pytest.mark.parametrize(("size", "overlap"), SETTINGS)
+def test_offsets_index_the_document_text(seed_documents, size, overlap):
+    for document in seed_documents:
+        full = document_text(document)
+        chunks = chunk_document(document, size, overlap)
+        assert chunks
+        for chunk in chunks:
+            assert full[chunk.start : chunk.end] == chunk.text
+        starts = [c.start for c in chunks]
+        assert starts == sorted(starts)
+
+
+@pytest.mark.parametrize(("size", "overlap"), SETTINGS)
+def test_chunk_size_is_respected_with_documented_slack(seed_documents, size, overlap):
+    """A piece is at most `chunk_size`, plus the `overlap` carried in from the previous piece; a fenced
+    block that fits in twice the size is kept whole."""
+    for document in seed_documents:
+        for chunk in chunk_document(document, size, overlap):
+            limit = 2 * size + overlap if "```" in chunk.text else size + overlap
+            assert len(chunk.text) <= limit, (document.source_path, chunk.section_path, len(chunk.text))
+            if overlap == 0 and "```" not in chunk.text:
+                assert len(chunk.text) <= size
+
+
+@pytest.mark.parametrize(("size", "overlap"), SETTINGS)
+def test_no_mid_word_cuts(seed_documents, size, overlap):
+    for document in seed_documents:
+        full = document_text(document)
+        for chunk in chunk_document(document, size, overlap):
+            if chunk.start > 0:
+                assert not (full[chunk.start - 1].isalnum() and full[chunk.start].isalnum()), full[
+                    chunk.start - 20 : chunk.start + 20
+                ]
+            if chunk.end < len(full):
+                assert not (full[chunk.end - 1].isalnum() and full[chunk.end].isalnum()), full[
+                    chunk.end - 20 : chunk.end + 20
+                ]
+
+
+def test_seed_chunks_cover_all_body_text(seed_documents):
+    for document in seed_documents:
+        chunks = chunk_document(document, 900, 150)
+        covered = "\n".join(c.text for c in chunks)
+        for section in document.sections:
+            for paragraph in section.text.split("\n\n"):
+                assert paragraph.strip()[:80] in covered, (document.source_path, paragraph[:80])
+
+
+# ------------------------------------------------------------------------------------------ ids
+
+
+def test_chunk_ids_are_stable_across_runs(seed_documents):
+    first = [c.chunk_id for d in seed_documents for c in chunk_document(d, 900, 150)]
+    reloaded = [load_document(p.read_bytes(), p.name) for p in SEED_PATHS]
+    second = [c.chunk_id for d in reloaded for c in chunk_document(d, 900, 150)]
+    assert first == second
+    assert len(set(first)) == len(first)
+    assert all(len(i) == 20 and int(i, 16) >= 0 for i in first)
+
+
+def test_chunk_ids_and_identifiers_are_the_same_in_another_process(seed_documents):
+    """Another interpreter with another hash seed (as a Spark worker would be) makes the same chunks."""
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from rag.chunking import chunk_document\n"
+        "from rag.documents import load_document\n"
+        "paths = sorted(Path(sys.argv[1]).glob('*.txt'))\n"
+        "rows = [[c.chunk_id, list(c.identifiers), c.start, c.end] for p in paths\n"
+        "        for c in chunk_document(load_document(p.read_bytes(), p.name), 900, 150)]\n"
+        "print(json.dumps(rows))\n"
+    )
+    expected = [
+        [c.chunk_id, list(c.identifiers), c.start, c.end] for d in seed_documents for c in chunk_document(d, 900, 150)
+    ]
+    for seed in ("1", "2"):
+        result = subprocess.run(
+            [sys.executable, "-c", code, str(SEEDS)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        assert json.loads(result.stdout) == expected
+
+
+def test_chunk_id_changes_only_for_the_changed_text():
+    sections = (
+        Section(("Replication",), _sentences(6, "Replica")),
+        Section(("Retention",), _sentences(6, "Segment")),
+    )
+    before = chunk_document(_document(*sections), 900, 150)
+    edited = (sections[0], Section(("Retention",), sections[1].text.replace("number 3", "number three")))
+    after = chunk_document(_document(*edited), 900, 150)
+    assert len(before) == len(after) == 2
+    assert before[0].chunk_id == after[0].chunk_id
+    assert before[1].chunk_id != after[1].chunk_id
+
+
+def test_chunk_id_depends_on_document_and_section_path():
+    section = Section(("Replication",), _sentences(6))
+    base = chunk_document(_document(section), 900, 150)[0]
+    other_doc = chunk_document(dataclasses.replace(_document(section), doc_id="d2"), 900, 150)[0]
+    other_path = chunk_document(_document(Section(("Other",), section.text)), 900, 150)[0]
+    assert base.text == other_doc.text == other_path.text
+    assert len({base.chunk_id, other_doc.chunk_id, other_path.chunk_id}) == 3
+
+
+# ------------------------------------------------------------------------------------------ synthetic documents
+
+
+def test_heading_path_recorded_and_prefixed_to_the_embedded_text():
+    document = _document(Section(("Consumers", "Rebalancing"), _sentences(5)), title="Operations guide")
+    (chunk,) = chunk_document(document, 900, 150)
+    assert chunk.section_path == ("Operations guide", "Consumers", "Rebalancing")
+    assert chunk.text == _sentences(5)
+    prefix, _, body = chunk.embedding_text.partition("\n\n")
+    assert body == chunk.text
+    assert prefix.endswith("Rebalancing")
+    assert isinstance(chunk, Chunk)
+
+
+def test_small_sections_are_packed_with_the_next_one():
+    document = _document(
+        Section(("Acks",), "acks=all waits for the in-sync replicas."),
+        Section(("Retries",), _sentences(6)),
+    )
+    chunks = chunk_document(document, 900, 150)
+    assert len(chunks) == 1
+    assert chunks[0].section_path == ("Guide", "Acks")
+    assert chunks[0].text == f"acks=all waits for the in-sync replicas.\n\nRetries\n{_sentences(6)}"
+
+
+def test_a_small_section_stands_alone_rather_than_split_the_next_answer():
+    long_answer = _sentences(16)  # ~ 800 characters: packing both would pass the chunk size
+    document = _document(
+        Section(("FAQ", "How do I enable idempotence?"), "Set enable.idempotence=true on the producer."),
+        Section(("FAQ", "How do transactions work?"), long_answer),
+    )
+    chunks = chunk_document(document, 900, 150)
+    assert [c.section_path[-1] for c in chunks] == ["How do I enable idempotence?", "How do transactions work?"]
+    assert chunks[0].text == "Set enable.idempotence=true on the producer."
+    assert chunks[1].text == long_answer
+
+
+def test_code_fence_is_not_split_when_it_fits():
+    fence = "```\n" + "\n".join(f"bin/kafka-topics.sh --describe --topic t{n}" for n in range(8)) + "\n```"
+    text = f"{_sentences(5)}\n\n{fence}\n\n{_sentences(5, 'After')}"
+    document = _document(Section(("Commands",), text))
+    chunks = chunk_document(document, 400, 0)
+    holders = [c for c in chunks if "```" in c.text]
+    assert len(holders) == 1
+    assert fence in holders[0].text
+
+
+def test_long_section_is_split_with_overlap():
+    text = _sentences(30)  # ~1500 characters
+    document = _document(Section(("Brokers",), text))
+    chunks = chunk_document(document, 400, 120)
+    assert len(chunks) >= 4
+    full = document_text(document)
+    for previous, current in zip(chunks, chunks[1:], strict=False):
+        assert current.start < previous.end  # the next piece repeats the tail of the previous one
+        shared = full[current.start : previous.end]
+        assert previous.text.endswith(shared) and current.text.startswith(shared)
+        assert len(shared) <= 120
+        assert current.section_path == previous.section_path
+
+
+def test_no_overlap_means_adjacent_pieces():
+    document = _document(Section(("Brokers",), _sentences(30)))
+    chunks = chunk_document(document, 400, 0)
+    for previous, current in zip(chunks, chunks[1:], strict=False):
+        assert current.start >= previous.end
+
+
+def test_giant_line_is_cut_at_spaces():
+    line = " ".join(f"word{n:04d}" for n in range(400))  # one 3,600-character line, no sentence ends
+    document = _document(Section(("Log",), line))
+    chunks = chunk_document(document, 500, 0)
+    assert len(chunks) >= 8
+    for chunk in chunks:
+        assert len(chunk.text) <= 500
+        for word in chunk.text.split():
+            assert len(word) == 8 and word.startswith("word"), word
+    assert " ".join(w for c in chunks for w in c.text.split()) == line
+
+
+def test_deterministic_output():
+    document = _seed("002")
+    assert chunk_document(document, 900, 150) == chunk_document(document, 900, 150)

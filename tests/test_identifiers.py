@@ -1,0 +1,122 @@
+"""Identifier extraction: what retrieval matches exactly, on both the chunk and the question side."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rag.identifiers import extract_identifiers
+
+REPO = Path(__file__).resolve().parents[1]
+
+STACK_TRACE = """2024-05-01 12:00:01,123 ERROR [kafka-producer-network-thread | producer-1] o.a.k.c.p.i.Sender - \
+[Producer clientId=producer-1, transactionalId=tx-7f3a9c2e1b4d5a6f] Aborting producer batches due to fatal error
+org.apache.kafka.common.errors.ProducerFencedException: There is a newer producer with the same transactionalId.
+\tat org.apache.kafka.clients.producer.internals.TransactionManager.lambda$fail$2(TransactionManager.java:350)
+\tat org.apache.kafka.clients.producer.internals.Sender.run(Sender.java:244)
+\tat java.base/java.lang.Thread.run(Thread.java:829)
+Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Producer attempted an old epoch.
+\t... 12 more
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("got a TimeoutException and then OutOfMemoryError", {"timeoutexception", "outofmemoryerror"}),
+        ("org.apache.kafka.common.errors.ProducerFencedException: fenced", {"producerfencedexception"}),
+        ("Caused by: java.lang.IllegalStateException: no", {"illegalstateexception"}),
+        ("INVALID_RECORD_STATE and UNKNOWN_TOPIC_OR_PARTITION", {"invalid_record_state", "unknown_topic_or_partition"}),
+        ("what does error code 121 mean", {"code:121"}),
+        ("Error code 121 · Non-retriable Producer", {"code:121"}),
+        ("the broker answered with error_code=47", {"code:47"}),
+        ("code: 007", {"code:7"}),
+        ('INVALID_RECORD(87, "This record has failed the validation on broker")', {"invalid_record", "code:87"}),
+        ("set transaction.timeout.ms above max.poll.interval.ms", {"transaction.timeout.ms", "max.poll.interval.ms"}),
+        ("use `enable.idempotence=true` and isolation.level", {"enable.idempotence", "isolation.level"}),
+        ("group.share.record.lock.duration.ms", {"group.share.record.lock.duration.ms"}),
+        ("KIP-932, kip-447 and KAFKA-12345", {"kip-932", "kip-447", "kafka-12345"}),
+        ("run kafka-share-groups.sh --describe", {"kafka-share-groups"}),
+        ("bin/kafka-consumer-groups.sh and kafka-topics.bat", {"kafka-consumer-groups", "kafka-topics"}),
+        ("call initTransactions() then commitTransaction()", {"inittransactions", "committransaction"}),
+    ],
+)
+def test_identifier_kinds(text, expected):
+    assert set(extract_identifiers(text)) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "edit server.properties and run start.sh, then read broker.log",
+        "e.g. this and i.e. that, etc. and so on",
+        "the org.apache.kafka.clients package and com.example.app",
+        "see www.example.com or kafka.apache.org",
+        "versions 3.6.0 and 0.10.1 behave alike",
+        "the acks setting and the retries one",
+        "Exception handling is hard",  # a bare word is not a class name
+        "a SCALA_VERSION placeholder",
+    ],
+)
+def test_non_identifiers_are_not_extracted(text):
+    assert extract_identifiers(text) == ()
+
+
+def test_output_is_sorted_unique_lower_case():
+    found = extract_identifiers("TimeoutException, timeoutexception? TimeoutException! KIP-1 kip-1 ACKS_ALL")
+    assert found == ("acks_all", "kip-1", "timeoutexception")
+
+
+def test_question_and_chunk_sides_agree():
+    chunk = "Set `transaction.timeout.ms` when INVALID_RECORD_STATE (error code 121) appears; see KIP-932."
+    question = "what is transaction.timeout.ms, invalid record state INVALID_RECORD_STATE, code 121, kip-932?"
+    assert set(extract_identifiers(question)) <= set(extract_identifiers(chunk))
+
+
+def test_stack_trace_identifiers():
+    found = set(extract_identifiers(STACK_TRACE))
+    assert {"producerfencedexception", "invalidproducerepochexception"} <= found
+    assert not any(i.endswith(".java") or i.startswith("org.") for i in found)
+
+
+def _timed_in_subprocess(expression: str, timeout: float = 8.0) -> float:
+    """Seconds `extract_identifiers(<expression>)` takes, run in a child process so a regex that never
+    finishes fails this test instead of freezing the session (the re module holds the GIL)."""
+    code = (
+        "import time, json\n"
+        "from rag.identifiers import extract_identifiers\n"
+        f"STACK_TRACE = {STACK_TRACE!r}\n"
+        f"text = {expression}\n"
+        "started = time.perf_counter()\n"
+        "extract_identifiers(text)\n"
+        "print(json.dumps({'seconds': time.perf_counter() - started, 'chars': len(text)}))\n"
+    )
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=timeout, check=True
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"extract_identifiers({expression}) ran for more than {timeout:.0f} s (regex backtracking)")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["chars"] >= 200_000
+    return report["seconds"]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "STACK_TRACE * (200_000 // len(STACK_TRACE) + 1)",  # a 200 KB log paste
+        "'org.apache.' * 20_000",  # a long dotted run with no class name at its end
+        "'a.' * 100_000",
+        "'a.b-' * 50_000",
+        "'A_' * 100_000",
+        "'x' * 200_000",
+    ],
+)
+def test_no_catastrophic_backtracking_on_200_kb(expression):
+    """A correctness guard, not a benchmark: a stall here freezes every thread of the service."""
+    assert _timed_in_subprocess(expression) < 2.0

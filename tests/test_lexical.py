@@ -1,0 +1,95 @@
+"""The lexical side: one tokenizer for chunks and questions, and BM25 scores that rank the right text first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag.lexical import bm25_scores, build_bm25, load_bm25, save_bm25, tokenize
+
+TEXTS = [
+    "The producer aborts the transaction when transaction.timeout.ms expires before the commit.",
+    "A consumer rebalance happens when max.poll.interval.ms passes between two polls.",
+    "Share group acknowledgement failed with INVALID_RECORD_STATE for a record already acknowledged.",
+    "Describe the share group with kafka-share-groups.sh --describe --group my-group.",
+    "Brokers replicate partitions to followers; the ISR lists the replicas in sync.",
+]
+
+
+def test_compound_tokens_whole_plus_parts():
+    assert tokenize("Set transaction.timeout.ms") == ["set", "transaction.timeout.ms", "transaction", "timeout", "ms"]
+    assert tokenize("INVALID_RECORD_STATE") == ["invalid_record_state", "invalid", "record", "state"]
+    assert tokenize("kafka-share-groups.sh") == ["kafka-share-groups.sh", "kafka", "share", "group", "sh"]
+
+
+def test_lower_case_and_stopwords_out():
+    assert tokenize("What is THE Consumer doing in a Group?") == ["consumer", "group"]
+
+
+@pytest.mark.parametrize(
+    ("word", "folded"),
+    [
+        ("partitions", "partition"),
+        ("brokers", "broker"),
+        ("retries", "retry"),
+        ("processes", "process"),
+        ("batches", "batch"),
+        ("indexes", "index"),
+        ("classes", "class"),
+        ("status", "status"),
+        ("class", "class"),
+        ("analysis", "analysis"),
+        ("ms", "ms"),
+    ],
+)
+def test_plural_folding(word, folded):
+    assert tokenize(word) == [folded]
+
+
+def test_question_and_chunk_fold_to_the_same_tokens():
+    assert set(tokenize("rebalances of consumers")) == set(tokenize("consumer rebalance"))
+
+
+@pytest.fixture(scope="module")
+def bm25():
+    return build_bm25(TEXTS)
+
+
+@pytest.mark.parametrize(
+    ("query", "best"),
+    [
+        ("transaction timeout", 0),
+        ("transaction.timeout.ms", 0),
+        ("why do consumers rebalance?", 1),
+        ("max.poll.interval.ms", 1),
+        ("invalid record state", 2),
+        ("INVALID_RECORD_STATE", 2),
+        ("kafka-share-groups.sh", 3),
+        ("in-sync replicas of brokers", 4),
+    ],
+)
+def test_bm25_ranks_the_right_text_first(bm25, query, best):
+    scores = bm25_scores(bm25, query)
+    assert scores.shape == (len(TEXTS),)
+    assert scores.dtype == np.float32
+    assert int(np.argmax(scores)) == best
+    assert scores[best] > 0
+    assert sorted(scores, reverse=True)[1] < scores[best]
+
+
+def test_unknown_words_score_zero(bm25):
+    assert bm25_scores(bm25, "rabbitmq exchange binding").tolist() == [0.0] * len(TEXTS)
+    assert bm25_scores(bm25, "the of and").tolist() == [0.0] * len(TEXTS)
+
+
+def test_save_and_load_round_trip(bm25, tmp_path):
+    save_bm25(bm25, tmp_path / "bm25")
+    loaded = load_bm25(tmp_path / "bm25")
+    for query in ("transaction timeout", "share group", "replicas"):
+        assert np.allclose(bm25_scores(loaded, query), bm25_scores(bm25, query))
+
+
+def test_text_without_tokens_still_indexes():
+    index = build_bm25(["the of", "consumer lag"])
+    scores = bm25_scores(index, "consumer")
+    assert scores[0] == 0 and scores[1] > 0
