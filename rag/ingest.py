@@ -268,7 +268,8 @@ def run_ingest(
 
     models = [r for r in rows if r["kind"] == "model"]
     identity = _model_entry(models, previous, config)
-    if previous and previous.get("model", {}).get("fingerprint") not in (None, identity["fingerprint"]) and reused_rows:
+    previous_fingerprint = previous.get("model", {}).get("fingerprint") if previous else None
+    if identity and reused_rows and previous_fingerprint not in (None, identity["fingerprint"]):
         progress("model changed under the same name: re-embedding everything")
         return run_ingest(
             sources,
@@ -376,7 +377,10 @@ def _previous_rows(
     return [{"kind": "chunk", **r} for r in rows if r["source_path"] in keep], vectors
 
 
-def _model_entry(models: list[dict[str, Any]], previous: dict[str, Any] | None, config: IngestConfig) -> dict[str, Any]:
+def _model_entry(
+    models: list[dict[str, Any]], previous: dict[str, Any] | None, config: IngestConfig
+) -> dict[str, Any] | None:
+    """The model this build used; None when nothing was embedded and there is no previous index to inherit from."""
     if models:
         fingerprints = {m["fingerprint"] for m in models}
         if len(fingerprints) > 1:  # workers loaded different files under one name: refuse to mix them
@@ -392,8 +396,7 @@ def _model_entry(models: list[dict[str, Any]], previous: dict[str, Any] | None, 
             "backend": "sentence-transformers/torch",
             "metric": "inner_product",
         }
-    assert previous is not None, "nothing embedded and no previous index: no chunks either"
-    return dict(previous["model"])
+    return dict(previous["model"]) if previous else None
 
 
 def _file_entry(previous: dict[str, Any], source: SourceFile) -> dict[str, Any]:

@@ -1,0 +1,179 @@
+"""The index store: versions behind an atomic CURRENT pointer, pruning, the model check, flat vs HNSW.
+
+Built from small synthetic chunk tables (random unit vectors) with the real FAISS and bm25s, so
+this file runs in seconds; the real model and real documents are in test_ingest.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.embedding import ModelIdentity
+from rag.errors import IndexMismatchError, IndexNotFoundError
+from rag.index_store import (
+    HNSW_EF_SEARCH,
+    KEEP_VERSIONS,
+    choose_index_type,
+    current_version,
+    load_index,
+    read_manifest,
+    rows_to_table,
+    write_version,
+)
+
+DIMENSION = 16
+BUILT_WITH = ModelIdentity("sentence-transformers/all-MiniLM-L6-v2", DIMENSION, "aaaa1111bbbb2222")
+WORDS = ["broker", "consumer", "producer", "rebalance", "offset", "commit", "lag", "partition", "leader",
+         "replica", "fetch", "timeout"]
+
+
+def _table(count: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(count, DIMENSION)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rows = []
+    for i, vector in enumerate(vectors):
+        text = f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7 + 3) % len(WORDS)]} chunk number {i}."
+        rows.append({
+            "chunk_id": f"c{seed}-{i:06d}", "doc_id": f"d{i % 3}", "source_path": f"doc{i % 3}.txt",
+            "title": f"Doc {i % 3}", "section_path": [f"Doc {i % 3}", f"Section {i}"], "text": text,
+            "identifiers": [], "start": 0, "end": len(text), "url": "", "vector": vector.tolist(),
+            "unit_vectors": [vector.tolist()],
+        })
+    return rows_to_table(rows), vectors
+
+
+def _manifest(identity: ModelIdentity = BUILT_WITH) -> dict:
+    model = {"name": identity.name, "dimension": identity.dimension, "fingerprint": identity.fingerprint,
+             "normalized": True}
+    return {"model": model, "counts": {}, "files": [], "skipped": []}
+
+
+def _write(index_dir: Path, count: int = 20, seed: int = 0, flat_max: int = 100_000, **kwargs) -> str:
+    table, _ = _table(count, seed)
+    return write_version(index_dir, table, _manifest(), flat_max=flat_max, **kwargs)
+
+
+def _versions(index_dir: Path) -> list[str]:
+    return sorted(p.name for p in (index_dir / "versions").iterdir())
+
+
+def test_write_version_publishes_and_each_build_moves_the_pointer(tmp_path):
+    index_dir = tmp_path / "index"
+    first = _write(index_dir, seed=1)
+    assert (index_dir / "CURRENT").read_text().strip() == first
+    assert current_version(index_dir) == first
+    assert load_index(index_dir).chunks.column("chunk_id")[0].as_py() == "c1-000000"
+
+    second = _write(index_dir, seed=2)
+    assert second > first  # version names sort in build order
+    assert current_version(index_dir) == second
+    loaded = load_index(index_dir)
+    assert loaded.version == second
+    assert loaded.chunks.column("chunk_id")[0].as_py() == "c2-000000"
+    assert read_manifest(index_dir)["version"] == second
+    assert _versions(index_dir) == [first, second]  # the previous version stays on disk
+    assert not list(index_dir.glob(".CURRENT.*"))  # the temporary pointer was renamed into place
+
+
+def test_a_version_folder_holds_the_whole_build(tmp_path):
+    index_dir = tmp_path / "index"
+    version = _write(index_dir, count=12)
+    folder = index_dir / "versions" / version
+    assert {p.name for p in folder.iterdir()} == {"manifest.json", "chunks.parquet", "faiss.index", "bm25"}
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["schema_version"] == 1
+    assert manifest["version"] == version
+    assert manifest["faiss"] == {"type": "Flat", "metric": "inner_product"}
+    loaded = load_index(index_dir)
+    assert loaded.vectors.shape == (12, DIMENSION) and loaded.vectors.dtype == np.float32
+    assert [u.shape for u in loaded.unit_vectors] == [(1, DIMENSION)] * 12
+    assert "vector" not in loaded.chunks.column_names
+    assert loaded.faiss_index.ntotal == 12
+
+
+def test_pointer_naming_a_missing_version_means_no_index(tmp_path):
+    index_dir = tmp_path / "index"
+    _write(index_dir)
+    (index_dir / "CURRENT").write_text("20000101T000000000000Z\n")
+    assert current_version(index_dir) is None
+    with pytest.raises(IndexNotFoundError):
+        load_index(index_dir)
+
+
+def test_pruning_keeps_the_last_versions(tmp_path):
+    index_dir = tmp_path / "index"
+    built = [_write(index_dir, count=5, seed=i) for i in range(KEEP_VERSIONS + 2)]
+    assert _versions(index_dir) == built[-KEEP_VERSIONS:]
+    assert current_version(index_dir) == built[-1]
+
+
+def test_failed_publish_removes_nothing_that_serves(tmp_path):
+    index_dir = tmp_path / "index"
+    serving = _write(index_dir, seed=1)
+
+    def crash(path: Path) -> None:
+        assert path.is_dir() and (path / "manifest.json").is_file()  # called with the complete folder
+        raise RuntimeError("simulated crash before the pointer moves")
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _write(index_dir, seed=2, before_publish=crash)
+    assert current_version(index_dir) == serving
+    assert load_index(index_dir).chunks.column("chunk_id")[0].as_py() == "c1-000000"
+    assert _versions(index_dir) == [serving]  # neither the staging folder nor the unpublished version is left
+
+
+def test_load_index_without_an_index_says_to_run_ingest(tmp_path):
+    with pytest.raises(IndexNotFoundError, match=r"No index at .*: run 'kafka-rag ingest' first"):
+        load_index(tmp_path / "nothing-here")
+
+
+def test_same_dimension_model_swap_is_refused_naming_both_models(tmp_path):
+    index_dir = tmp_path / "index"
+    _write(index_dir)
+    other = ModelIdentity("acme/other-minilm", DIMENSION, "cccc3333dddd4444")
+    with pytest.raises(IndexMismatchError) as caught:
+        load_index(index_dir, expected_model=other)
+    message = str(caught.value)
+    assert "sentence-transformers/all-MiniLM-L6-v2" in message and "acme/other-minilm" in message
+    assert "aaaa1111bbbb2222" in message and "cccc3333dddd4444" in message
+    assert "kafka-rag ingest" in message
+
+
+def test_other_dimension_is_refused_and_the_same_model_loads(tmp_path):
+    index_dir = tmp_path / "index"
+    _write(index_dir)
+    with pytest.raises(IndexMismatchError, match="dimension 16.*dimension 384"):
+        load_index(index_dir, expected_model=ModelIdentity(BUILT_WITH.name, 384, BUILT_WITH.fingerprint))
+    loaded = load_index(index_dir, expected_model=BUILT_WITH)
+    assert loaded.manifest["model"]["fingerprint"] == "aaaa1111bbbb2222"
+
+
+def test_choose_index_type_is_flat_up_to_the_threshold_then_hnsw():
+    assert choose_index_type(0, 1000) == {"type": "Flat", "metric": "inner_product"}
+    assert choose_index_type(1000, 1000)["type"] == "Flat"
+    above = choose_index_type(1001, 1000)
+    assert above["type"] == "HNSW32" and above["metric"] == "inner_product"
+    assert (above["M"], above["efConstruction"], above["efSearch"]) == (32, 80, HNSW_EF_SEARCH)
+
+
+def test_hnsw_index_is_built_recorded_and_searchable(tmp_path):
+    index_dir = tmp_path / "index"
+    count = 300
+    _write(index_dir, count=count, seed=5, flat_max=100)
+    _, vectors = _table(count, seed=5)
+    loaded = load_index(index_dir)
+    assert loaded.manifest["faiss"]["type"] == "HNSW32"
+    assert hasattr(loaded.faiss_index, "hnsw")
+    assert loaded.faiss_index.hnsw.efSearch == HNSW_EF_SEARCH
+    assert loaded.faiss_index.ntotal == count
+    scores, ids = loaded.faiss_index.search(vectors[:50], 5)
+    assert (ids[:, 0] == np.arange(50)).all()  # each vector finds itself first
+    np.testing.assert_allclose(scores[:, 0], 1.0, atol=1e-5)
+    exact = np.argsort(-(vectors[:50] @ vectors.T), axis=1)[:, :5]
+    recall = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(ids, exact, strict=True)])
+    assert recall > 0.95

@@ -1,0 +1,371 @@
+"""The ingest pipeline end to end with the local engine: the real model, real FAISS, real files.
+
+One full build of a seeds copy is shared by the module; each test that changes the corpus or the
+index works on its own copies (`seeds_copy` plus a copy of that index), so they stay independent
+and only the changed chunks are embedded. The Spark engine is held to the same results in
+test_spark_job.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from rag.embedding import load_embedder, model_identity
+from rag.errors import NoDocumentsError, SourceNotFoundError
+from rag.index_store import current_version, load_index, read_manifest
+from rag.ingest import IngestConfig, chunk_files, local_engine, run_ingest
+from rag.sentences import split_units
+from rag.settings import Settings
+from tests.conftest import REPO, SEEDS
+
+pytestmark = pytest.mark.slow
+
+CHANGED = "000_0424dccc37dbf1fb.txt"
+REMOVED = "002_5d9f9cd9ceb365b0.txt"
+OLD_SENTENCE = "Ensure each record is acknowledged exactly once per fetch session."
+NEW_SENTENCE = "Ensure each record is acknowledged once, and only once, within its fetch session."
+BAD_FILES = {
+    "empty.txt": (b"", "empty file"),
+    "blank.md": (b"  \n\n", "empty file"),
+    "binary.txt": (b"\x00\x01\x02\x03kafka\x00" * 20, "binary file"),
+    "latin1.txt": ("Le r\u00e9plica est en retard sur la partition.".encode("latin-1"), "undecodable"),
+    "broken.json": (b'{"signature": "TimeoutException", "root_cause": ', "malformed JSON"),
+    "record.txt": (b'{"signature": "TimeoutException" "root_cause": "x"}', "malformed JSON"),
+    "slides.docx": (b"PK\x03\x04 not really a document", "unsupported file type '.docx'"),
+}
+
+
+def _config() -> IngestConfig:
+    """The configuration `kafka-rag ingest` uses by default (and conftest's `seeds_index`)."""
+    defaults = Settings.from_env({})
+    return IngestConfig(defaults.model, defaults.chunk_size, defaults.chunk_overlap,
+                        defaults.encode_batch_size)
+
+
+def _must_not_run(files, config, known_ids):
+    raise AssertionError(f"the engine was asked to process {[f.source_path for f in files]}")
+
+
+def _table(index_dir: Path):
+    return pq.read_table(index_dir / "versions" / current_version(index_dir) / "chunks.parquet")
+
+
+def _by_id(index_dir: Path) -> dict[str, dict]:
+    return {row["chunk_id"]: row for row in _table(index_dir).to_pylist()}
+
+
+def _snapshot(index_dir: Path) -> dict[str, str]:
+    """Every file under the index with a hash of its bytes: what 'untouched' means."""
+    return {p.relative_to(index_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(index_dir.rglob("*")) if p.is_file()}
+
+
+def _chunk_ids_of(path: Path, source_path: str) -> list[str]:
+    rows = chunk_files([(source_path, path.read_bytes())], _config())
+    return [r["chunk_id"] for r in rows if r["kind"] == "chunk"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A full local-engine build of a copy of the seeds: (corpus, index dir, report)."""
+    root = tmp_path_factory.mktemp("ingest")
+    corpus = root / "corpus"
+    shutil.copytree(SEEDS, corpus)
+    report = run_ingest([corpus], root / "index", _config())
+    return corpus, root / "index", report
+
+
+@pytest.fixture()
+def workspace(built, seeds_copy, tmp_path):
+    """A writable seeds copy and a copy of the module's index built from identical files."""
+    index_dir = tmp_path / "index"
+    shutil.copytree(built[1], index_dir)
+    return seeds_copy, index_dir
+
+
+# ------------------------------------------------------------------------------------- full build
+
+
+def test_full_ingest_publishes_a_complete_manifest(built):
+    corpus, index_dir, report = built
+    manifest = read_manifest(index_dir)
+    seeds = sorted(p.name for p in corpus.iterdir())
+
+    assert manifest["schema_version"] == 1
+    assert manifest["version"] == report.version == current_version(index_dir)
+    identity = model_identity(load_embedder(_config().model))
+    assert manifest["model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert manifest["model"]["dimension"] == identity.dimension == 384
+    assert manifest["model"]["fingerprint"] == identity.fingerprint
+    assert manifest["model"]["normalized"] is True
+    assert manifest["chunker"] == _config().chunker()
+    assert manifest["chunker"]["chunk_size"] == 900 and manifest["chunker"]["chunk_overlap"] == 150
+    assert manifest["faiss"] == {"type": "Flat", "metric": "inner_product"}
+    assert [f["source_path"] for f in manifest["files"]] == seeds
+    for entry in manifest["files"]:
+        data = (corpus / entry["source_path"]).read_bytes()
+        assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+        assert entry["size"] == len(data) and entry["chunks"] > 0 and entry["title"]
+    assert {f["source_path"]: f["format"] for f in manifest["files"]}["004_477c5e4c40f4a68e.txt"] == "json"
+    assert manifest["skipped"] == []
+    assert datetime.fromisoformat(manifest["built_at"]).tzinfo is not None
+    assert manifest["engine"] == "local" and manifest["spark_master"] == ""
+    assert manifest["sources"] == [str(corpus.resolve())]
+
+    counts = manifest["counts"]
+    chunks = report.chunks
+    assert counts == {"documents": 5, "chunks": chunks, "embedded": chunks, "reused": 0, "skipped": 0}
+    assert (report.unchanged, report.documents, report.embedded, report.reused) == (False, 5, chunks, 0)
+    assert report.chunks == sum(f["chunks"] for f in manifest["files"]) > 100
+    assert report.engine == "local" and report.skipped == ()
+    assert {"chunk_and_embed", "encode", "publish"} <= set(report.stage_seconds)
+
+
+def test_full_ingest_chunk_table_and_vectors(built):
+    corpus, index_dir, report = built
+    table = _table(index_dir)
+    assert table.column_names == ["chunk_id", "doc_id", "source_path", "title", "section_path", "text",
+                                  "identifiers", "start", "end", "url", "vector", "unit_vectors"]
+    rows = table.to_pylist()
+    expected_ids = {cid for p in sorted(corpus.iterdir()) for cid in _chunk_ids_of(p, p.name)}
+    assert {r["chunk_id"] for r in rows} == expected_ids
+    assert len(rows) == len(expected_ids) == report.chunks
+
+    loaded = load_index(index_dir, expected_model=model_identity(load_embedder(_config().model)))
+    assert loaded.faiss_index.ntotal == len(rows)
+    np.testing.assert_allclose(np.linalg.norm(loaded.vectors, axis=1), 1.0, atol=1e-5)
+    for row, units in zip(rows, loaded.unit_vectors, strict=True):
+        assert row["section_path"][0] == row["title"] and len(row["section_path"]) >= 1
+        assert units.shape == (len(split_units(row["text"])), 384)
+    # A stored vector is the model's vector for the chunk's embedding text (section path, then text).
+    embedder = load_embedder(_config().model)
+    sample = rows[:: max(1, len(rows) // 8)]
+    fresh = embedder.encode([" › ".join(r["section_path"]) + "\n\n" + r["text"] for r in sample])
+    np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), fresh, atol=1e-5)
+    # FAISS row i is chunk row i: each sampled chunk's fresh vector finds that chunk first.
+    _, hits = loaded.faiss_index.search(fresh, 1)
+    assert [rows[int(h)]["chunk_id"] for h in hits[:, 0]] == [r["chunk_id"] for r in sample]
+
+
+def test_chunk_ids_and_vectors_are_identical_across_runs(built, seeds_index):
+    """Two independent builds of the same files (this module's and the session's) agree exactly."""
+    _, index_dir, _ = built
+    assert read_manifest(seeds_index)["chunker"] == read_manifest(index_dir)["chunker"]
+    assert read_manifest(seeds_index)["model"] == read_manifest(index_dir)["model"]
+    first, second = _table(index_dir), _table(seeds_index)
+    assert first.column("chunk_id").to_pylist() == second.column("chunk_id").to_pylist()
+    assert np.array_equal(np.asarray(first.column("vector").to_pylist(), dtype=np.float32),
+                          np.asarray(second.column("vector").to_pylist(), dtype=np.float32))
+    assert first.column("unit_vectors").to_pylist() == second.column("unit_vectors").to_pylist()
+    assert first.drop(["vector", "unit_vectors"]).equals(second.drop(["vector", "unit_vectors"]))
+
+
+# ------------------------------------------------------------------------------------- re-ingest
+
+
+def test_unchanged_rerun_does_nothing(workspace):
+    corpus, index_dir = workspace
+    before = _snapshot(index_dir)
+    version = current_version(index_dir)
+    report = run_ingest([corpus], index_dir, _config(), engine=_must_not_run)
+    assert report.unchanged is True
+    assert report.version == version and current_version(index_dir) == version
+    assert (report.embedded, report.reused, report.documents) == (0, report.chunks, 5)
+    assert "chunk_and_embed" not in report.stage_seconds
+    assert _snapshot(index_dir) == before  # no new version, nothing rewritten
+
+
+def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
+    corpus, index_dir = workspace
+    before = _by_id(index_dir)
+    old_version = current_version(index_dir)
+    path = corpus / CHANGED
+    text = path.read_text(encoding="utf-8")
+    assert OLD_SENTENCE in text
+    path.write_text(text.replace(OLD_SENTENCE, NEW_SENTENCE), encoding="utf-8")
+    new_ids = _chunk_ids_of(path, CHANGED)
+    expected_embedded = len(set(new_ids) - set(before))
+    assert 0 < expected_embedded < len(new_ids)  # the edit touches one section, not the whole file
+
+    seen: list[list[str]] = []
+
+    def recording_engine(files, config, known_ids):
+        seen.append([f.source_path for f in files])
+        return local_engine(files, config, known_ids)
+
+    report = run_ingest([corpus], index_dir, _config(), engine=recording_engine)
+    assert seen == [[CHANGED]]  # unchanged files are never read again
+    assert report.unchanged is False and report.version != old_version
+    assert report.embedded == expected_embedded
+    assert report.reused == report.chunks - expected_embedded
+    assert read_manifest(index_dir)["counts"]["embedded"] == expected_embedded
+
+    after = _by_id(index_dir)
+    assert current_version(index_dir) == report.version
+    assert {cid for cid, row in after.items() if row["source_path"] == CHANGED} == set(new_ids)
+    assert any(NEW_SENTENCE in row["text"] for row in after.values())
+    assert not any(OLD_SENTENCE in row["text"] for row in after.values())
+    for cid, row in after.items():
+        if cid in before:  # reused: same vectors as the previous version
+            assert row["vector"] == before[cid]["vector"]
+            assert row["unit_vectors"] == before[cid]["unit_vectors"]
+    others = {cid for cid, row in before.items() if row["source_path"] != CHANGED}
+    assert others <= set(after)
+    entry = next(f for f in read_manifest(index_dir)["files"] if f["source_path"] == CHANGED)
+    assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    # The new version serves, and its new chunk is found by what it now says.
+    loaded = load_index(index_dir)
+    assert loaded.version == report.version
+    query = load_embedder(_config().model).encode([NEW_SENTENCE])
+    _, hits = loaded.faiss_index.search(query, 1)
+    assert NEW_SENTENCE in loaded.chunks.column("text")[int(hits[0][0])].as_py()
+
+
+def test_removed_file_disappears_from_the_new_version(workspace):
+    corpus, index_dir = workspace
+    before = _by_id(index_dir)
+    removed_ids = {cid for cid, row in before.items() if row["source_path"] == REMOVED}
+    (corpus / REMOVED).unlink()
+
+    report = run_ingest([corpus], index_dir, _config(), engine=_must_not_run)
+    assert report.unchanged is False and report.embedded == 0
+    assert report.documents == 4 and report.chunks == len(before) - len(removed_ids)
+    after = _by_id(index_dir)
+    assert set(after) == set(before) - removed_ids
+    assert REMOVED not in {f["source_path"] for f in read_manifest(index_dir)["files"]}
+    loaded = load_index(index_dir)
+    assert loaded.faiss_index.ntotal == len(after)
+    assert REMOVED not in set(loaded.chunks.column("source_path").to_pylist())
+
+
+# ------------------------------------------------------------------------------------- bad input
+
+
+def test_bad_inputs_are_skipped_with_reasons_and_the_rest_ingested(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    good = [CHANGED, "004_477c5e4c40f4a68e.txt"]
+    for name in good:
+        shutil.copy(SEEDS / name, corpus / name)
+    for name, (data, _) in BAD_FILES.items():
+        (corpus / name).write_bytes(data)
+
+    report = run_ingest([corpus], tmp_path / "index", _config())
+    manifest = read_manifest(tmp_path / "index")
+    assert [f["source_path"] for f in manifest["files"]] == good
+    assert report.documents == 2 and report.chunks == report.embedded > 0
+    skipped = {s["source_path"]: s["reason"] for s in manifest["skipped"]}
+    assert set(skipped) == set(BAD_FILES)
+    for name, (_, reason) in BAD_FILES.items():
+        assert reason in skipped[name], (name, skipped[name])
+    assert list(report.skipped) == manifest["skipped"]
+    assert manifest["counts"]["skipped"] == len(BAD_FILES)
+    assert set(load_index(tmp_path / "index").chunks.column("source_path").to_pylist()) == set(good)
+
+
+@pytest.mark.parametrize("contents", ["only-bad-files", "empty-folder"])
+def test_zero_ingestible_documents_leave_the_previous_index_untouched(workspace, tmp_path, contents):
+    _, index_dir = workspace
+    corpus = tmp_path / "nothing-useful"
+    corpus.mkdir()
+    if contents == "only-bad-files":
+        for name, (data, _) in BAD_FILES.items():
+            (corpus / name).write_bytes(data)
+    before = _snapshot(index_dir)
+    version = current_version(index_dir)
+    with pytest.raises(NoDocumentsError, match="No ingestible documents.*previous index is untouched"):
+        run_ingest([corpus], index_dir, _config())
+    assert current_version(index_dir) == version
+    assert _snapshot(index_dir) == before
+    assert load_index(index_dir).version == version
+
+
+def test_zero_ingestible_documents_without_a_previous_index(tmp_path):
+    corpus = tmp_path / "nothing-useful"
+    corpus.mkdir()
+    for name, (data, _) in BAD_FILES.items():
+        (corpus / name).write_bytes(data)
+    with pytest.raises(NoDocumentsError, match="No ingestible documents"):
+        run_ingest([corpus], tmp_path / "index", _config())
+    assert current_version(tmp_path / "index") is None
+
+
+def test_missing_source_path(tmp_path):
+    with pytest.raises(SourceNotFoundError, match="does not exist"):
+        run_ingest([SEEDS, tmp_path / "no-such-folder"], tmp_path / "index", _config())
+    assert not (tmp_path / "index").exists()
+
+
+# ------------------------------------------------------------------------------------- crash during publish
+
+
+@pytest.mark.parametrize("crash", [RuntimeError("disk full"), KeyboardInterrupt()], ids=["error", "ctrl-c"])
+def test_crash_during_publish_leaves_the_old_version_serving(workspace, crash):
+    corpus, index_dir = workspace
+    before = _snapshot(index_dir)
+    version = current_version(index_dir)
+    (corpus / REMOVED).unlink()  # a real change, so a new version is built
+    reached: list[Path] = []
+
+    def crash_before_publish(path: Path) -> None:
+        reached.append(path)
+        raise crash
+
+    with pytest.raises(type(crash)):
+        run_ingest([corpus], index_dir, _config(), engine=_must_not_run, before_publish=crash_before_publish)
+    assert len(reached) == 1 and reached[0].parent == index_dir / "versions"  # called with the new folder
+    assert current_version(index_dir) == version
+    loaded = load_index(index_dir)
+    assert loaded.version == version
+    assert REMOVED in set(loaded.chunks.column("source_path").to_pylist())
+    assert not reached[0].exists(), "the unpublished version folder was left behind"
+    assert _snapshot(index_dir) == before
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """The installed `kafka-rag` command, as a user runs it (default settings, any working directory)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_RAG_")}
+    env["HF_HUB_OFFLINE"] = "1"
+    command = Path(sys.executable).parent / "kafka-rag"
+    return subprocess.run([str(command), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400,
+                          check=False)
+
+
+def test_cli_missing_source_exits_2_with_one_line(tmp_path):
+    result = _cli("ingest", str(tmp_path / "MISSING"), "--index", str(tmp_path / "index"), "--no-spark")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "MISSING does not exist" in lines[0] and lines[0].startswith("kafka-rag: ")
+    assert not (tmp_path / "index").exists()
+
+
+def test_cli_json_prints_the_report(workspace):
+    corpus, index_dir = workspace
+    (corpus / REMOVED).unlink()
+    result = _cli("ingest", str(corpus), "--index", str(index_dir), "--no-spark", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report) == {"index_dir", "version", "unchanged", "documents", "chunks", "embedded", "reused",
+                           "skipped", "engine", "master", "seconds", "stage_seconds"}
+    assert report["version"] == current_version(index_dir)
+    assert (report["unchanged"], report["documents"], report["embedded"]) == (False, 4, 0)
+    assert report["engine"] == "local"
+    assert report["chunks"] == report["reused"] == read_manifest(index_dir)["counts"]["chunks"]
+    assert report["skipped"] == []
+    assert "[ingest]" not in result.stderr  # --json is quiet: no progress lines
