@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from rag.errors import ConfigurationError
@@ -77,6 +78,9 @@ def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> 
     from pyspark.sql import SparkSession
 
     threads = str(threads_per_task)
+    # PySpark starts executors' Python as $PYSPARK_PYTHON or a bare "python3" from PATH, which is not
+    # this environment; nodes of a cluster need this same interpreter path unless the user sets it.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master)
         .appName("kafka-rag-ingest")
@@ -101,7 +105,19 @@ def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> 
     )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if not master.startswith("local"):
+        _ship_package(session.sparkContext)
     return session
+
+
+def _ship_package(context: Any) -> None:
+    """Send this `rag` package to the executors as a zip, so a cluster runs the driver's code, not an old copy."""
+    from pyspark import SparkFiles
+
+    package = Path(__file__).resolve().parent
+    folder = Path(SparkFiles.getRootDirectory())  # Spark's own scratch folder, removed when the session stops
+    archive = shutil.make_archive(str(folder / "kafka_rag_code"), "zip", root_dir=package.parent, base_dir=package.name)
+    context.addPyFile(archive)
 
 
 def spark_engine(master: str, arrow_batch_size: int = 1000):

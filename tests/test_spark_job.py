@@ -1,0 +1,291 @@
+"""The Spark job: same chunk ids and vectors as the local engine, locally and on a standalone cluster.
+
+Each Spark start costs seconds and a model load per Python worker, so the module starts Spark
+twice in all: one `local[2]` build of the seeds shared by the contract tests, and one ingest on a
+standalone master + worker started on 127.0.0.1 from the pyspark install. The Java check and the
+Kafka docs chunking need no Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from rag.embedding import load_embedder
+from rag.errors import ConfigurationError
+from rag.index_store import current_version, load_index, read_manifest
+from rag.ingest import chunk_files, run_ingest
+from rag.sentences import split_units
+from rag.settings import Settings
+from rag.spark_job import check_java, spark_engine
+from tests.conftest import KAFKA_DOCS, SEEDS
+from tests.test_ingest import _cli, _config
+
+PLAIN_COLUMNS = ("doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end",
+                 "url")
+CLUSTER_FILES = ["000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40f4a68e.txt"]
+
+
+def _rows(index_dir: Path) -> list[dict]:
+    return pq.read_table(index_dir / "versions" / current_version(index_dir) / "chunks.parquet").to_pylist()
+
+
+def _assert_same_index(rows: list[dict], reference: list[dict]) -> None:
+    """Chunk ids, order and every other column exactly; vectors within 1e-5."""
+    assert [r["chunk_id"] for r in rows] == [r["chunk_id"] for r in reference]
+    for row, ref in zip(rows, reference, strict=True):
+        for column in PLAIN_COLUMNS:
+            assert row[column] == ref[column], (row["chunk_id"], column)
+        np.testing.assert_allclose(row["vector"], ref["vector"], atol=1e-5)
+        assert len(row["unit_vectors"]) == len(ref["unit_vectors"])
+        if ref["unit_vectors"]:
+            np.testing.assert_allclose(np.asarray(row["unit_vectors"]), np.asarray(ref["unit_vectors"]),
+                                       atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def spark_seeds_index(tmp_path_factory) -> Path:
+    """The seeds built by the Spark engine on `local[2]` (one Spark run for the module)."""
+    index_dir = tmp_path_factory.mktemp("spark-seeds") / "index"
+    run_ingest([SEEDS], index_dir, _config(), engine=spark_engine("local[2]"), engine_name="spark",
+               master="local[2]")
+    return index_dir
+
+
+@pytest.fixture(params=["local", "spark"])
+def engine_index(request) -> tuple[str, Path]:
+    fixture = "seeds_index" if request.param == "local" else "spark_seeds_index"
+    return request.param, request.getfixturevalue(fixture)
+
+
+# ------------------------------------------------------------------------------------- the contract
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_index):
+    """Both engines give the chunks `chunk_files` gives, with the model's vectors for them."""
+    engine, index_dir = engine_index
+    reference = [r for p in sorted(SEEDS.iterdir())
+                 for r in chunk_files([(p.name, p.read_bytes())], _config()) if r["kind"] == "chunk"]
+    rows = _rows(index_dir)
+    assert sorted(r["chunk_id"] for r in rows) == sorted(r["chunk_id"] for r in reference)
+    by_id = {r["chunk_id"]: r for r in reference}
+    for row in rows:
+        ref = by_id[row["chunk_id"]]
+        assert (row["source_path"], row["section_path"], row["text"], row["start"]) == (
+            ref["source_path"], ref["section_path"], ref["text"], ref["start"])
+
+    embedder = load_embedder(_config().model)
+    sample = rows[:: max(1, len(rows) // 6)]
+    vectors = embedder.encode([by_id[r["chunk_id"]]["embedding_text"] for r in sample])
+    np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), vectors, atol=1e-5)
+    for row in sample:
+        units = split_units(row["text"])
+        np.testing.assert_allclose(np.asarray(row["unit_vectors"]).reshape(len(units), -1),
+                                   embedder.encode(units), atol=1e-5)
+
+    manifest = read_manifest(index_dir)
+    assert manifest["engine"] == engine
+    assert manifest["counts"]["documents"] == 5 and manifest["counts"]["chunks"] == len(rows)
+    assert manifest["spark_master"] == ("local[2]" if engine == "spark" else "")
+    assert load_index(index_dir).faiss_index.ntotal == len(rows)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_local_index_equals_the_local_engine_index(spark_seeds_index, seeds_index):
+    _assert_same_index(_rows(spark_seeds_index), _rows(seeds_index))
+    spark, local = read_manifest(spark_seeds_index), read_manifest(seeds_index)
+    assert spark["model"] == local["model"] and spark["chunker"] == local["chunker"]
+    assert spark["files"] == local["files"] and spark["faiss"] == local["faiss"]
+
+
+# ------------------------------------------------------------------------------------- standalone cluster
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _alive_workers(web_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/json/", timeout=2) as response:
+            state = json.load(response)
+    except (OSError, ValueError):
+        return 0
+    return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop a daemon and everything it started (its process group): TERM, then KILL."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=15)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory) -> Iterator[str]:
+    """A Spark standalone master and one worker (2 cores) on 127.0.0.1; yields the master URL."""
+    import pyspark
+
+    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    root = tmp_path_factory.mktemp("standalone")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    java = shutil.which("java")
+    if "JAVA_HOME" not in env and java:
+        env["JAVA_HOME"] = str(Path(java).resolve().parents[1])
+    port, web_port, worker_web_port = _free_port(), _free_port(), _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    processes: list[subprocess.Popen] = []
+    logs = {name: root / f"{name}.log" for name in ("master", "worker")}
+
+    def start(name: str, *args: str) -> None:
+        with logs[name].open("wb") as log:
+            processes.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=log,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+              "--webui-port", str(web_port))
+        start("worker", "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "2",
+              "--memory", "2g", "--webui-port", str(worker_web_port), "--work-dir", str(root / "work"))
+        deadline = time.monotonic() + 120
+        while _alive_workers(web_port) < 1:
+            for name, process in zip(logs, processes, strict=False):
+                if process.poll() is not None:
+                    log = logs[name].read_text()[-3000:]
+                    pytest.fail(f"Spark {name} exited with {process.returncode}:\n{log}")
+            if time.monotonic() > deadline:
+                pytest.fail("the Spark worker did not register with the master within 120 s:\n"
+                            + logs["worker"].read_text()[-3000:])
+            time.sleep(1)
+        yield url
+    finally:
+        for process in reversed(processes):
+            _stop(process)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_ingest_on_a_standalone_cluster_equals_the_local_index(standalone_cluster, seeds_index, tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in CLUSTER_FILES:
+        shutil.copy(SEEDS / name, corpus / name)
+    index_dir = tmp_path / "index"
+
+    # From outside the repository, as a user would: the workers must find the project's Python and code.
+    result = _cli("ingest", "corpus", "--index", "index", "--master", standalone_cluster, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert (report["engine"], report["master"], report["documents"]) == ("spark", standalone_cluster, 3)
+    manifest = read_manifest(index_dir)
+    assert manifest["spark_master"] == standalone_cluster and manifest["engine"] == "spark"
+
+    reference = [r for r in _rows(seeds_index) if r["source_path"] in CLUSTER_FILES]
+    assert report["chunks"] == report["embedded"] == len(reference) > 0
+    _assert_same_index(_rows(index_dir), reference)
+    assert manifest["model"] == read_manifest(seeds_index)["model"]
+
+
+# ------------------------------------------------------------------------------------- Java check
+
+
+def _fake_java(folder: Path, version_line: str) -> Path:
+    """A `java` that prints what `java -version` prints (on stderr), for the version parsing."""
+    java = folder / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f"#!/bin/sh\necho '{version_line}' >&2\necho 'OpenJDK Runtime Environment' >&2\n")
+    java.chmod(java.stat().st_mode | stat.S_IEXEC)
+    return folder
+
+
+def test_check_java_passes_here():
+    assert int(check_java()) >= 17
+
+
+def test_missing_java_says_java_17_is_needed(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-such-jdk"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigurationError, match="Java 17 or newer"):
+        check_java()
+    monkeypatch.delenv("JAVA_HOME")
+    with pytest.raises(ConfigurationError, match=r"Java was not found.*Java 17 or newer.*JAVA_HOME"):
+        check_java()
+
+
+@pytest.mark.parametrize(("version_line", "found"), [
+    ('openjdk version "1.8.0_392"', "8"),
+    ('openjdk version "11.0.21" 2023-10-17', "11"),
+])
+def test_old_java_is_refused_naming_its_version(monkeypatch, tmp_path, version_line, found):
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk", version_line)))
+    with pytest.raises(ConfigurationError, match=rf"Java 17 or newer, found {found} at"):
+        check_java()
+
+
+def test_newer_java_is_accepted(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk", 'openjdk version "21.0.5" 2024-10-15')))
+    assert check_java() == "21"
+
+
+def test_spark_engine_refuses_to_start_without_java(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-such-jdk"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigurationError, match="Java 17 or newer"):
+        run_ingest([SEEDS / CLUSTER_FILES[0]], tmp_path / "index", _config(), engine=spark_engine("local[1]"))
+    assert current_version(tmp_path / "index") is None
+
+
+# ------------------------------------------------------------------------------------- Kafka docs HTML
+
+
+@pytest.mark.slow
+def test_kafka_docs_html_gives_sectioned_chunks():
+    if not KAFKA_DOCS.is_dir():
+        pytest.skip(f"Kafka docs corpus not found at {KAFKA_DOCS}")
+    pages = sorted(p for p in KAFKA_DOCS.rglob("*.html"))
+    assert len(pages) > 20
+    files = ((p.relative_to(KAFKA_DOCS).as_posix(), p.read_bytes()) for p in pages)
+    rows = list(chunk_files(files, _config()))
+    assert [r for r in rows if r["kind"] == "skip"] == []
+    documents = [r for r in rows if r["kind"] == "doc"]
+    chunks = [r for r in rows if r["kind"] == "chunk"]
+    assert len(documents) == len(pages) and all(d["format"] == "html" and d["chunks"] > 0 for d in documents)
+    assert len(chunks) > 1000
+    assert all(c["text"].strip() and c["section_path"] and c["section_path"][0] == c["title"] for c in chunks)
+    sectioned = sum(len(c["section_path"]) >= 2 for c in chunks)
+    assert sectioned / len(chunks) > 0.9
+    assert len({c["chunk_id"] for c in chunks}) > 0.99 * len(chunks)
+    by_page = {}
+    for chunk in chunks:
+        by_page.setdefault(chunk["source_path"], []).append(chunk)
+    headings = {h for c in by_page["configuration.html"] for h in c["section_path"][1:]}
+    assert any("Broker Configs" in h for h in headings), sorted(headings)[:20]
+    config_keys = {i for c in by_page["configuration.html"] for i in c["identifiers"]}
+    assert {"log.retention.hours", "unclean.leader.election.enable", "broker.id"} <= config_keys
+    # Chunks stay near the chunk size (a long code block may run over).
+    assert sum(len(c["text"]) <= 2 * Settings().chunk_size for c in chunks) / len(chunks) > 0.95
