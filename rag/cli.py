@@ -91,7 +91,7 @@ def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
 
 def _ingest(args: argparse.Namespace) -> int:
     from rag.index_store import read_manifest, summarize
-    from rag.ingest import IngestConfig, run_ingest
+    from rag.ingest import IngestConfig, no_progress, run_ingest
 
     settings = Settings.from_env(index_dir=args.index, model=args.model, spark_master=args.master)
     sources = args.sources or list(settings.sources)
@@ -106,7 +106,7 @@ def _ingest(args: argparse.Namespace) -> int:
         settings.threads_per_task,
     )
     quiet = args.quiet or args.json
-    progress = (lambda message: None) if quiet else (lambda message: print(f"[ingest] {message}", file=sys.stderr))
+    progress = no_progress if quiet else (lambda message: print(f"[ingest] {message}", file=sys.stderr, flush=True))
     if args.no_spark:
         report = run_ingest(
             sources, settings.index_dir, config, flat_index_max=settings.flat_index_max, progress=progress

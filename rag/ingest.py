@@ -26,6 +26,11 @@ from rag.index_store import read_chunk_table, read_manifest, rows_to_table, writ
 from rag.sentences import split_units
 
 Progress = Callable[[str], None]
+ROWS_PER_ENCODE = 256  # chunk rows per encode call (with their sentence units): enough to sort texts by length
+
+
+def no_progress(message: str) -> None:
+    """The silent `Progress`."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,7 @@ class IngestConfig:
     model: str
     chunk_size: int
     chunk_overlap: int
-    encode_batch_size: int = 64
+    encode_batch_size: int = 16
     threads_per_task: int = 1
 
     def chunker(self) -> dict[str, Any]:
@@ -155,7 +160,7 @@ def embed_rows(
         if embedder is None:
             embedder = load_embedder(config.model, config.threads_per_task)
         batch.append(row)
-        if len(batch) >= config.encode_batch_size * 4:
+        if len(batch) >= ROWS_PER_ENCODE:
             yield from flush()
     if batch:
         yield from flush()
@@ -204,12 +209,25 @@ def read_files(files: Iterable[SourceFile]) -> Iterator[tuple[str, bytes]]:
         yield source.source_path, Path(source.path).read_bytes()
 
 
-Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str]], list[dict[str, Any]]]
+Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str], Progress], list[dict[str, Any]]]
 
 
-def local_engine(files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]) -> list[dict[str, Any]]:
-    """The same stages as the Spark job, in this process."""
-    return list(embed_rows(chunk_files(read_files(files), config), config, known_ids))
+def local_engine(
+    files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str], progress: Progress = no_progress
+) -> list[dict[str, Any]]:
+    """The same stages as the Spark job, in this process, reporting embedding progress."""
+    rows = list(chunk_files(read_files(files), config))
+    pending = sum(1 for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known_ids)
+    progress(f"embedding: {pending} new chunks")
+    embedded = []
+    done = 0
+    for row in embed_rows(rows, config, known_ids):
+        embedded.append(row)
+        if row["kind"] == "chunk" and row["chunk_id"] not in known_ids:
+            done += 1
+            if done % ROWS_PER_ENCODE == 0 or done == pending:
+                progress(f"embedding: {done}/{pending} chunks")
+    return embedded
 
 
 def run_ingest(
@@ -221,7 +239,7 @@ def run_ingest(
     engine_name: str = "local",
     master: str = "",
     flat_index_max: int = 100_000,
-    progress: Progress = lambda message: None,
+    progress: Progress = no_progress,
     before_publish: Any = None,
     reuse: bool = True,
 ) -> IngestReport:
@@ -263,7 +281,7 @@ def run_ingest(
     )
 
     stage_started = time.perf_counter()
-    rows = engine(changed_files, config, frozenset(known_vectors)) if changed_files else []
+    rows = engine(changed_files, config, frozenset(known_vectors), progress) if changed_files else []
     stages["chunk_and_embed"] = round(time.perf_counter() - stage_started, 3)
 
     models = [r for r in rows if r["kind"] == "model"]

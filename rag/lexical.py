@@ -7,11 +7,14 @@ matches exactly, and "transaction timeout" still finds it.
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
 import bm25s
 import numpy as np
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own logger to DEBUG on import
 
 _WORD = re.compile(r"[a-z0-9_]+(?:[.\-][a-z0-9_]+)*")
 _STOPWORDS = frozenset(

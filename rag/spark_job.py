@@ -14,12 +14,16 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rag.errors import ConfigurationError
-from rag.ingest import IngestConfig, SourceFile, chunk_files, embed_rows
+from rag.ingest import IngestConfig, Progress, SourceFile, chunk_files, embed_rows, no_progress
+
+EMBED_TASKS_PER_CORE = 4
 
 ROW_FIELDS = (
     "kind",
@@ -87,6 +91,8 @@ def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> 
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
+        # One job of two stages, as planned: nothing here to adapt, and task counts stay true for progress.
+        .config("spark.sql.adaptive.enabled", "false")
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_batch_size))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -123,14 +129,53 @@ def _ship_package(context: Any) -> None:
 def spark_engine(master: str, arrow_batch_size: int = 1000):
     """An `Engine` for `run_ingest` that runs the stages on Spark at `master`."""
 
-    def run(files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]) -> list[dict[str, Any]]:
+    def run(
+        files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str], progress: Progress = no_progress
+    ) -> list[dict[str, Any]]:
         spark = spark_session(master, config.threads_per_task, arrow_batch_size)
         try:
-            return _run_job(spark, files, config, known_ids)
+            with _reporting_tasks(spark.sparkContext, progress):
+                return _run_job(spark, files, config, known_ids)
         finally:
             spark.stop()
 
     return run
+
+
+@contextmanager
+def _reporting_tasks(context: Any, progress: Progress, every_s: float = 2.0) -> Iterator[None]:
+    """While the block runs, report its finished Spark tasks (from the status tracker) when the count changes."""
+    group = f"kafka-rag-ingest-{os.getpid()}-{threading.get_ident()}"
+    context.setJobGroup(group, "kafka-rag ingest")
+    stopped = threading.Event()
+
+    def watch() -> None:
+        reported = (0, 0)
+        finished = False
+        while not finished:
+            finished = stopped.wait(every_s)  # one last report after the block, so the final count shows
+            tracker = context.statusTracker()
+            stages = [
+                tracker.getStageInfo(stage_id)
+                for job_id in tracker.getJobIdsForGroup(group)
+                if (job := tracker.getJobInfo(job_id)) is not None
+                for stage_id in job.stageIds
+            ]
+            counts = (
+                sum(stage.numCompletedTasks for stage in stages if stage),
+                sum(stage.numTasks for stage in stages if stage),
+            )
+            if counts != reported and counts[1]:
+                progress(f"spark: chunk and embed, {counts[0]}/{counts[1]} tasks done")
+                reported = counts
+
+    watcher = threading.Thread(target=watch, name="spark-progress", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stopped.set()
+        watcher.join()
 
 
 def _run_job(
@@ -164,8 +209,9 @@ def _run_job(
         yield _frame(embed_rows(rows_in(), config, known.value))
 
     chunked = frame.mapInPandas(chunk_partition, ROW_SCHEMA)
-    # Spread the chunks evenly over the cores before the expensive stage.
-    balanced = chunked.repartition(parallelism)
+    # Spread the chunks evenly over the cores before the expensive stage, in a few tasks per core so that
+    # a slow task does not leave a core idle at the end (each worker loads the model once, not per task).
+    balanced = chunked.repartition(parallelism * EMBED_TASKS_PER_CORE)
     embedded = balanced.mapInPandas(embed_partition, ROW_SCHEMA)
     table = embedded.toArrow()
     return [_clean_row(r) for r in table.to_pylist()]

@@ -21,7 +21,9 @@ def settings_factory():
     from rag import Settings
 
     def make(index_dir: Path, **overrides) -> Settings:
-        return Settings.from_env({}, index_dir=index_dir, feedback_path=index_dir.parent / "feedback.jsonl", **overrides)
+        return Settings.from_env(
+            {}, index_dir=index_dir, feedback_path=index_dir.parent / "feedback.jsonl", **overrides
+        )
 
     return make
 

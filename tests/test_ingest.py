@@ -53,7 +53,7 @@ def _config() -> IngestConfig:
                         defaults.encode_batch_size)
 
 
-def _must_not_run(files, config, known_ids):
+def _must_not_run(files, config, known_ids, progress):
     raise AssertionError(f"the engine was asked to process {[f.source_path for f in files]}")
 
 
@@ -200,12 +200,14 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
 
     seen: list[list[str]] = []
 
-    def recording_engine(files, config, known_ids):
+    def recording_engine(files, config, known_ids, progress):
         seen.append([f.source_path for f in files])
-        return local_engine(files, config, known_ids)
+        return local_engine(files, config, known_ids, progress)
 
-    report = run_ingest([corpus], index_dir, _config(), engine=recording_engine)
+    messages: list[str] = []
+    report = run_ingest([corpus], index_dir, _config(), engine=recording_engine, progress=messages.append)
     assert seen == [[CHANGED]]  # unchanged files are never read again
+    assert f"embedding: {expected_embedded}/{expected_embedded} chunks" in messages
     assert report.unchanged is False and report.version != old_version
     assert report.embedded == expected_embedded
     assert report.reused == report.chunks - expected_embedded

@@ -60,8 +60,10 @@ def _assert_same_index(rows: list[dict], reference: list[dict]) -> None:
 def spark_seeds_index(tmp_path_factory) -> Path:
     """The seeds built by the Spark engine on `local[2]` (one Spark run for the module)."""
     index_dir = tmp_path_factory.mktemp("spark-seeds") / "index"
+    messages: list[str] = []
     run_ingest([SEEDS], index_dir, _config(), engine=spark_engine("local[2]"), engine_name="spark",
-               master="local[2]")
+               master="local[2]", progress=messages.append)
+    (index_dir.parent / "progress.log").write_text("\n".join(messages))
     return index_dir
 
 
@@ -103,6 +105,18 @@ def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_ind
     assert manifest["counts"]["documents"] == 5 and manifest["counts"]["chunks"] == len(rows)
     assert manifest["spark_master"] == ("local[2]" if engine == "spark" else "")
     assert load_index(index_dir).faiss_index.ntotal == len(rows)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_ingest_reports_its_tasks_until_all_are_done(spark_seeds_index):
+    messages = (spark_seeds_index.parent / "progress.log").read_text().splitlines()
+    counts = [tuple(map(int, m.split(", ")[1].split()[0].split("/"))) for m in messages if "tasks done" in m]
+    assert counts, messages
+    done, total = counts[-1]
+    assert done == total >= 2 * 4  # every task of both stages, the embedding stage in 4 tasks per core
+    assert [c[0] for c in counts] == sorted(c[0] for c in counts)
+    assert messages[-1].startswith("publish: version ")
 
 
 @pytest.mark.spark
