@@ -15,6 +15,7 @@ import pytest
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError
 from rag.index_store import (
+    HNSW_EF_CONSTRUCTION,
     HNSW_EF_SEARCH,
     KEEP_VERSIONS,
     choose_index_type,
@@ -158,7 +159,7 @@ def test_choose_index_type_is_flat_up_to_the_threshold_then_hnsw():
     assert choose_index_type(1000, 1000)["type"] == "Flat"
     above = choose_index_type(1001, 1000)
     assert above["type"] == "HNSW32" and above["metric"] == "inner_product"
-    assert (above["M"], above["efConstruction"], above["efSearch"]) == (32, 80, HNSW_EF_SEARCH)
+    assert (above["M"], above["efConstruction"], above["efSearch"]) == (32, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH)
 
 
 def test_hnsw_index_is_built_recorded_and_searchable(tmp_path):
