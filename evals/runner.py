@@ -32,7 +32,7 @@ from evals.metrics import (
     regressions,
     summarise,
 )
-from evals.report import build_tables, fmt, html_report, markdown_report
+from evals.report import MAIN_METRICS, build_tables, fmt, html_report, markdown_report
 from rag import (
     ANSWERERS,
     RETRIEVAL_MODES,
@@ -404,19 +404,7 @@ def gate(baseline: Mapping[str, Any], doc: Mapping[str, Any], name: str, log: An
 
 
 def _print_summary(doc: Mapping[str, Any], modes: Sequence[str], log: Any) -> None:
-    names = (
-        "hit@1",
-        "hit@5",
-        "mrr@10",
-        "ndcg@10",
-        "key_fact_recall",
-        "citation_precision",
-        "abstention_recall",
-        "over_abstention",
-        "answerable_accuracy",
-        "p50_ms",
-        "p95_ms",
-    )
+    names = [name for name in MAIN_METRICS if name not in ("hit@3", "hit@10", "avg_context_chars")]
     blocks = modes_of(doc)
     print(f"{doc['questions']} questions, answerer {doc['model']['answerer']}", file=log)
     print(f"{'metric':<20}" + "".join(f"{m:>10}" for m in modes), file=log)
