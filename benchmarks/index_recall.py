@@ -74,8 +74,10 @@ def real_vectors(index: Path | None, rng: np.random.Generator) -> tuple[np.ndarr
         raise SystemExit("No kafka-docs index and no index/ of the seeds: run benchmarks/ingest.py or make index")
     vectors = chunk_vectors(seeds)
     padding = normalise(rng.normal(size=(2000 - len(vectors), vectors.shape[1])))
-    return np.vstack([vectors, padding]), (f"NO kafka-docs index: {len(vectors)} seeds vectors from {seeds} "
-                                           f"plus {len(padding)} random unit vectors (less realistic)")
+    return np.vstack([vectors, padding]), (
+        f"NO kafka-docs index: {len(vectors)} seeds vectors from {seeds} "
+        f"plus {len(padding)} random unit vectors (less realistic)"
+    )
 
 
 def around(vectors: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -114,6 +116,7 @@ def recall(found: np.ndarray, exact: np.ndarray, depth: int) -> float:
 
 def score_ratio(found: np.ndarray, exact: np.ndarray, vectors: np.ndarray, queries: np.ndarray) -> float:
     """Similarity mass of the approximate top 10 over the exact top 10: near 1 when misses are near-ties."""
+
     def mass(ids: np.ndarray) -> np.ndarray:
         picked = vectors[np.where(ids[:, :RECALL_AT] < 0, 0, ids[:, :RECALL_AT])]
         return np.einsum("qkd,qd->q", picked, queries)
@@ -135,11 +138,18 @@ def measure(vectors: np.ndarray, queries: np.ndarray, questions: int) -> list[di
     def row(name: str, param: str, build_s: float, index: faiss.Index) -> dict:
         found, latencies = search_all(index, queries)
         asked = slice(0, questions or len(queries))
-        return {"index": name, "param": param, "build_s": build_s,
-                "questions10": recall(found[asked], exact[asked], RECALL_AT),
-                "recall10": recall(found, exact, RECALL_AT), "recall40": recall(found, exact, K),
-                "mass10": score_ratio(found, exact, vectors, queries), "mean_ms": latencies.mean(),
-                "p95_ms": np.percentile(latencies, 95), "mb": size_mb(index)}
+        return {
+            "index": name,
+            "param": param,
+            "build_s": build_s,
+            "questions10": recall(found[asked], exact[asked], RECALL_AT),
+            "recall10": recall(found, exact, RECALL_AT),
+            "recall40": recall(found, exact, K),
+            "mass10": score_ratio(found, exact, vectors, queries),
+            "mean_ms": latencies.mean(),
+            "p95_ms": np.percentile(latencies, 95),
+            "mb": size_mb(index),
+        }
 
     rows = [row("Flat (exact)", "", 0.0, flat)]
     for ef_construction in EF_CONSTRUCTION:
@@ -167,12 +177,16 @@ def measure(vectors: np.ndarray, queries: np.ndarray, questions: int) -> list[di
 
 def print_table(n: int, rows: list[dict]) -> None:
     print(f"\nN = {n:,} vectors")
-    print(f"| index | search | build s | recall@{RECALL_AT} questions | recall@{RECALL_AT} all | recall@{K} all "
-          f"| score mass@{RECALL_AT} | ms/query mean | ms/query p95 | MB |")
+    print(
+        f"| index | search | build s | recall@{RECALL_AT} questions | recall@{RECALL_AT} all | recall@{K} all "
+        f"| score mass@{RECALL_AT} | ms/query mean | ms/query p95 | MB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['index']} | {r['param']} | {r['build_s']:.1f} | {r['questions10']:.3f} | {r['recall10']:.3f} | "
-              f"{r['recall40']:.3f} | {r['mass10']:.4f} | {r['mean_ms']:.3f} | {r['p95_ms']:.3f} | {r['mb']:.0f} |")
+        print(
+            f"| {r['index']} | {r['param']} | {r['build_s']:.1f} | {r['questions10']:.3f} | {r['recall10']:.3f} | "
+            f"{r['recall40']:.3f} | {r['mass10']:.4f} | {r['mean_ms']:.3f} | {r['p95_ms']:.3f} | {r['mb']:.0f} |"
+        )
 
 
 def recommend(results: dict[int, list[dict]]) -> str:
@@ -185,13 +199,15 @@ def recommend(results: dict[int, list[dict]]) -> str:
     # The retriever takes 40 dense candidates: both the questions' top 10 and the top 40 must hold up.
     good = [r for r in hnsw if r["questions10"] >= 0.98 and r["recall40"] >= 0.95]
     chosen = min(good, key=lambda r: r["mean_ms"]) if good else max(hnsw, key=lambda r: r["questions10"])
-    return (f"recommendation: exact search costs {flat_ms:.1f} ms/query at N={largest:,} single-threaded, "
-            f"so flat stays under {LATENCY_BUDGET_MS:.0f} ms up to ~{flat_max:,} vectors "
-            f"-> flat_index_max ~ {_round(flat_max):,} (now {Settings().flat_index_max:,}); above it "
-            f"{chosen['index']} with {chosen['param']} (questions' recall@10 {chosen['questions10']:.3f}, "
-            f"recall@40 {chosen['recall40']:.3f}, {chosen['mean_ms']:.2f} ms/query; now "
-            f"efC{HNSW_EF_CONSTRUCTION} efSearch={HNSW_EF_SEARCH})"
-            + ("" if good else ": no configuration tried reaches 0.98/0.95"))
+    return (
+        f"recommendation: exact search costs {flat_ms:.1f} ms/query at N={largest:,} single-threaded, "
+        f"so flat stays under {LATENCY_BUDGET_MS:.0f} ms up to ~{flat_max:,} vectors "
+        f"-> flat_index_max ~ {_round(flat_max):,} (now {Settings().flat_index_max:,}); above it "
+        f"{chosen['index']} with {chosen['param']} (questions' recall@10 {chosen['questions10']:.3f}, "
+        f"recall@40 {chosen['recall40']:.3f}, {chosen['mean_ms']:.2f} ms/query; now "
+        f"efC{HNSW_EF_CONSTRUCTION} efSearch={HNSW_EF_SEARCH})"
+        + ("" if good else ": no configuration tried reaches 0.98/0.95")
+    )
 
 
 def _round(value: int) -> int:
@@ -216,8 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     queries = perturbed if questions is None else np.vstack([questions, perturbed])
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: figures are noisy)")
     print(f"vectors: {origin}: {len(vectors):,} x {vectors.shape[1]}")
-    print(f"queries: {0 if questions is None else len(questions)} golden questions + {len(perturbed)} perturbed "
-          "real vectors, one at a time, 1 thread, k=40")
+    print(
+        f"queries: {0 if questions is None else len(questions)} golden questions + {len(perturbed)} perturbed "
+        "real vectors, one at a time, 1 thread, k=40"
+    )
 
     asked = 0 if questions is None else len(questions)
     results = {len(vectors): measure(vectors, queries, asked)}

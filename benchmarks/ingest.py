@@ -47,8 +47,16 @@ def run_cli(corpus: Path, index_dir: Path, master: str) -> tuple[float, dict[str
     """One `kafka-rag ingest --json` in a fresh process: (wall seconds, the report)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_RAG_")}
     env.setdefault("HF_HUB_OFFLINE", "1")
-    command = [str(Path(sys.executable).parent / "kafka-rag"), "ingest", str(corpus), "--index", str(index_dir),
-               "--master", master, "--json"]
+    command = [
+        str(Path(sys.executable).parent / "kafka-rag"),
+        "ingest",
+        str(corpus),
+        "--index",
+        str(index_dir),
+        "--master",
+        master,
+        "--json",
+    ]
     started = time.perf_counter()
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
@@ -84,8 +92,9 @@ def plain_encode(texts: list[str], batch_size: int) -> tuple[float, float, np.nd
     model.encode(["warm-up"], show_progress_bar=False)
     loaded = time.perf_counter() - started
     started = time.perf_counter()
-    vectors = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                           show_progress_bar=False)
+    vectors = model.encode(
+        texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
     return loaded, time.perf_counter() - started, vectors
 
 
@@ -123,28 +132,51 @@ def bench_corpus(name: str, corpus: Path, master: str, startup: float, batch_siz
     embed_stage = stage["chunk_and_embed"]
     ratio = embed_stage / encode_s
     ratio_no_startup = (embed_stage - startup) / encode_s
-    print(f"documents {report['documents']}, chunks {chunks}, texts encoded {len(texts)} "
-          f"(chunks + sentence units), skipped {len(report['skipped'])}")
-    print(f"cold ingest (CLI, {master}, fresh index):  {cold_s:7.1f} s wall "
-          f"(report: {report['seconds']:.1f} s in run_ingest)"
-          + (f"   target < {COLD_SEEDS_TARGET_S:.0f} s: {verdict(cold_s < COLD_SEEDS_TARGET_S)}" if name == "seeds"
-             else ""))
-    print(f"  embedding stage (chunk_and_embed):      {embed_stage:7.1f} s = {chunks / embed_stage:6.1f} chunks/s, "
-          f"{len(texts) / embed_stage:6.1f} texts/s")
+    print(
+        f"documents {report['documents']}, chunks {chunks}, texts encoded {len(texts)} "
+        f"(chunks + sentence units), skipped {len(report['skipped'])}"
+    )
+    print(
+        f"cold ingest (CLI, {master}, fresh index):  {cold_s:7.1f} s wall "
+        f"(report: {report['seconds']:.1f} s in run_ingest)"
+        + (
+            f"   target < {COLD_SEEDS_TARGET_S:.0f} s: {verdict(cold_s < COLD_SEEDS_TARGET_S)}"
+            if name == "seeds"
+            else ""
+        )
+    )
+    print(
+        f"  embedding stage (chunk_and_embed):      {embed_stage:7.1f} s = {chunks / embed_stage:6.1f} chunks/s, "
+        f"{len(texts) / embed_stage:6.1f} texts/s"
+    )
     print(f"    Spark session start (measured apart): {startup:7.1f} s ({startup / embed_stage:.0%} of the stage)")
-    print(f"    model load, one process (apart):      {load_s:7.1f} s ({load_s / embed_stage:.0%} of the stage; "
-          "each Python worker loads once, in parallel)")
+    print(
+        f"    model load, one process (apart):      {load_s:7.1f} s ({load_s / embed_stage:.0%} of the stage; "
+        "each Python worker loads once, in parallel)"
+    )
     print(f"    encode, summed over workers:          {stage.get('encode', 0.0):7.1f} s")
     print(f"    publish (FAISS, BM25, Parquet):       {stage.get('publish', 0.0):7.1f} s")
-    print(f"plain SentenceTransformer.encode, 1 process ({os.cpu_count()} cores, batch {batch_size}): "
-          f"{encode_s:7.1f} s = {chunks / encode_s:6.1f} chunks/s, {len(texts) / encode_s:6.1f} texts/s "
-          f"(max |diff| to stored vectors {drift:.1e})")
+    print(
+        f"plain SentenceTransformer.encode, 1 process ({os.cpu_count()} cores, batch {batch_size}): "
+        f"{encode_s:7.1f} s = {chunks / encode_s:6.1f} chunks/s, {len(texts) / encode_s:6.1f} texts/s "
+        f"(max |diff| to stored vectors {drift:.1e})"
+    )
     print(f"  stage / plain encode: {ratio:5.2f}x   target <= {STAGE_TARGET}x: {verdict(ratio <= STAGE_TARGET)}")
     print(f"  (stage without Spark start-up) / plain encode: {ratio_no_startup:5.2f}x")
-    print(f"unchanged re-ingest (CLI): {again_s:7.1f} s = {again_s / cold_s:.0%} of cold   "
-          f"target < {REINGEST_TARGET:.0%}: {verdict(again_s / cold_s < REINGEST_TARGET)}")
-    return {"corpus": name, "cold_s": cold_s, "stage_s": embed_stage, "plain_s": encode_s, "ratio": ratio,
-            "reingest_s": again_s, "chunks": chunks, "texts": len(texts)}
+    print(
+        f"unchanged re-ingest (CLI): {again_s:7.1f} s = {again_s / cold_s:.0%} of cold   "
+        f"target < {REINGEST_TARGET:.0%}: {verdict(again_s / cold_s < REINGEST_TARGET)}"
+    )
+    return {
+        "corpus": name,
+        "cold_s": cold_s,
+        "stage_s": embed_stage,
+        "plain_s": encode_s,
+        "ratio": ratio,
+        "reingest_s": again_s,
+        "chunks": chunks,
+        "texts": len(texts),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     from rag.settings import Settings
 
     batch_size = Settings.from_env({}).encode_batch_size
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
-          "(a shared machine: figures are noisy)", flush=True)
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: figures are noisy)",
+        flush=True,
+    )
     startup = spark_startup(args.master)
     names = ["seeds", "kafka-docs"] if args.corpus == "all" else [args.corpus]
     results = []
@@ -168,12 +202,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results.append(bench_corpus(name, CORPORA[name], args.master, startup, batch_size))
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
-    print("\n| corpus | chunks | texts | cold ingest s | embedding stage s | plain encode s | stage/plain "
-          "| re-ingest s (share) |")
+    print(
+        "\n| corpus | chunks | texts | cold ingest s | embedding stage s | plain encode s | stage/plain "
+        "| re-ingest s (share) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['corpus']} | {r['chunks']} | {r['texts']} | {r['cold_s']:.1f} | {r['stage_s']:.1f} | "
-              f"{r['plain_s']:.1f} | {r['ratio']:.2f}x | {r['reingest_s']:.1f} ({r['reingest_s'] / r['cold_s']:.0%}) |")
+        print(
+            f"| {r['corpus']} | {r['chunks']} | {r['texts']} | {r['cold_s']:.1f} | {r['stage_s']:.1f} | "
+            f"{r['plain_s']:.1f} | {r['ratio']:.2f}x | {r['reingest_s']:.1f} ({r['reingest_s'] / r['cold_s']:.0%}) |"
+        )
     return 0
 
 

@@ -91,9 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.from_env(index_dir=args.index)
         assistant = Assistant.from_settings(settings)
         peer = PeerRetriever(args.corpus, settings.model)
-        rows: dict[str, list[QuestionScore]] = {
-            "peer": [score(peer.trial(item), PEER_TOP_K) for item in items]
-        }
+        rows: dict[str, list[QuestionScore]] = {"peer": [score(peer.trial(item), PEER_TOP_K) for item in items]}
         for mode in RETRIEVAL_MODES:
             rows[mode] = [score(t, args.k) for t in evaluate(assistant, items, mode, args.k)]
     except KafkaRagError as exc:

@@ -114,9 +114,7 @@ def run_load(
     return summarize(latencies, errors, abstained, wall, users)
 
 
-def summarize(
-    latencies: list[float], errors: list[str], abstained: int, wall: float, users: int
-) -> dict[str, Any]:
+def summarize(latencies: list[float], errors: list[str], abstained: int, wall: float, users: int) -> dict[str, Any]:
     ordered = sorted(latencies)
 
     def quantile(q: float) -> float:

@@ -44,13 +44,10 @@ def ragas_rows(outputs: Iterable[RunOutput]) -> tuple[list[dict[str, Any]], list
         item = out.item
         if item.history:
             messages = [
-                {"content": t["content"], "type": "human" if t["role"] == "user" else "ai"}
-                for t in item.history
+                {"content": t["content"], "type": "human" if t["role"] == "user" else "ai"} for t in item.history
             ]
             messages += [{"content": item.question, "type": "human"}, {"content": out.response, "type": "ai"}]
-            multi.append(
-                {"user_input": messages, "reference": reference(item), "reference_topics": list(item.tags)}
-            )
+            multi.append({"user_input": messages, "reference": reference(item), "reference_topics": list(item.tags)})
         else:
             single.append(
                 {

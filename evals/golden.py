@@ -71,9 +71,7 @@ def _parse_line(path: str, number: int, line: str) -> GoldenItem:
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise GoldenFileError(
-            path, number, "json", f"not valid JSON: {exc.msg} at column {exc.colno}"
-        ) from exc
+        raise GoldenFileError(path, number, "json", f"not valid JSON: {exc.msg} at column {exc.colno}") from exc
     if not isinstance(raw, dict):
         _fail(path, number, "json", "expected one JSON object per line")
     item_id = _text(raw, "id", path, number)
@@ -111,8 +109,7 @@ def _strings(raw: dict[str, Any], field: str, path: str, number: int) -> tuple[s
 def _fact_groups(raw: dict[str, Any], path: str, number: int) -> tuple[tuple[str, ...], ...]:
     value = raw.get("facts")
     if not isinstance(value, list) or not all(
-        isinstance(group, list) and group and all(isinstance(a, str) and a.strip() for a in group)
-        for group in value
+        isinstance(group, list) and group and all(isinstance(a, str) and a.strip() for a in group) for group in value
     ):
         _fail(path, number, "facts", 'missing or not a list of alias lists, e.g. [["read_committed"]]')
     return tuple(tuple(group) for group in value)
@@ -130,9 +127,7 @@ def _history(raw: dict[str, Any], path: str, number: int) -> tuple[dict[str, str
     return tuple({"role": turn["role"], "content": turn["content"]} for turn in value)
 
 
-def _check_against_sources(
-    path: str, number: int, item: GoldenItem, corpus_root: Path, texts: dict[str, str]
-) -> None:
+def _check_against_sources(path: str, number: int, item: GoldenItem, corpus_root: Path, texts: dict[str, str]) -> None:
     """Evidence and facts must really be in the named documents, or the metrics would measure nothing."""
     for source in item.sources:
         if source not in texts:

@@ -220,9 +220,7 @@ def regressions(
     return worse
 
 
-def flips(
-    old: Mapping[str, Mapping[str, Any]], new: Mapping[str, Mapping[str, Any]]
-) -> tuple[list[str], list[str]]:
+def flips(old: Mapping[str, Mapping[str, Any]], new: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[str]]:
     """Question ids that went pass -> fail and fail -> pass, among those present in both runs."""
     common = [qid for qid in new if qid in old]
     broke = [qid for qid in common if old[qid]["pass"] and not new[qid]["pass"]]

@@ -122,9 +122,7 @@ def _group_table(title: str, label: str, groups: Mapping[str, Sequence[QuestionS
 def _question_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
     out = []
     for r in rows:
-        citations = " ".join(
-            f"[{c['marker']}] {c['source_path']}{'' if c['ok'] else ' ✗'}" for c in r["citations"]
-        )
+        citations = " ".join(f"[{c['marker']}] {c['source_path']}{'' if c['ok'] else ' ✗'}" for c in r["citations"])
         out.append(
             (
                 r["id"],
@@ -189,9 +187,7 @@ def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
-def html_report(
-    doc: Mapping[str, Any], tables: Sequence[Table], scores: Mapping[str, Sequence[QuestionScore]]
-) -> str:
+def html_report(doc: Mapping[str, Any], tables: Sequence[Table], scores: Mapping[str, Sequence[QuestionScore]]) -> str:
     """`report.html`: self-contained; every question and answer text is escaped."""
     title = html.escape(f"Eval run {doc['config']['started_at']}")
     body = [f"<h1>{title}</h1>", "<ul>"]

@@ -86,9 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help=f"golden JSONL files (default {DEFAULT_GOLDEN})",
     )
-    parser.add_argument(
-        "--index", type=Path, metavar="DIR", help="index to score (default: settings, index/)"
-    )
+    parser.add_argument("--index", type=Path, metavar="DIR", help="index to score (default: settings, index/)")
     parser.add_argument(
         "--corpus",
         type=Path,
@@ -105,9 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="dense, bm25 and/or hybrid; several are scored side by side (default: settings)",
     )
     parser.add_argument("--k", type=_positive, default=5, help="passages given to the answerer (default 5)")
-    parser.add_argument(
-        "--out", type=Path, metavar="DIR", help="output folder (default evals/runs/<timestamp>/)"
-    )
+    parser.add_argument("--out", type=Path, metavar="DIR", help="output folder (default evals/runs/<timestamp>/)")
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -151,9 +147,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     scores = {mode: [score(t, args.k) for t in mode_trials] for mode, mode_trials in trials.items()}
-    doc = metrics_document(
-        scores, _config(args, settings, modes, started), assistant.status.to_dict(), settings
-    )
+    doc = metrics_document(scores, _config(args, settings, modes, started), assistant.status.to_dict(), settings)
     out_dir = args.out or Path("evals/runs") / started.strftime("%Y%m%d-%H%M%S")
     write_outputs(out_dir, doc, scores, trials, args.export)
     if args.json:
@@ -290,9 +284,7 @@ def metrics_document(
     return doc
 
 
-def _config(
-    args: argparse.Namespace, settings: Settings, modes: Sequence[str], started: datetime
-) -> dict[str, Any]:
+def _config(args: argparse.Namespace, settings: Settings, modes: Sequence[str], started: datetime) -> dict[str, Any]:
     return {
         "started_at": started.isoformat(timespec="seconds"),
         "golden": [str(p) for p in args.golden],
@@ -315,9 +307,7 @@ def write_outputs(
     """metrics.json, per_question.jsonl (every mode), report.md, report.html and the requested exports."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    rows = {
-        mode: [question_row(t, s) for t, s in zip(trials[mode], scores[mode], strict=True)] for mode in trials
-    }
+    rows = {mode: [question_row(t, s) for t, s in zip(trials[mode], scores[mode], strict=True)] for mode in trials}
     lines = [json.dumps(row, ensure_ascii=False) for mode_rows in rows.values() for row in mode_rows]
     (out_dir / "per_question.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     tables = build_tables(doc, scores, rows[doc["mode"]])
@@ -354,9 +344,7 @@ def _read_baseline(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise EvalError(
-            f"baseline {path}: cannot read it as JSON ({exc}); pass an eval run's metrics.json"
-        ) from exc
+        raise EvalError(f"baseline {path}: cannot read it as JSON ({exc}); pass an eval run's metrics.json") from exc
     if not isinstance(doc, dict) or "mode" not in doc or "per_question" not in doc:
         raise EvalError(f"baseline {path}: not a metrics.json written by 'kafka-rag eval'")
     return doc
@@ -386,9 +374,7 @@ def gate(baseline: Mapping[str, Any], doc: Mapping[str, Any], name: str, log: An
         print(f"baseline {name} [{mode}] (tolerance {GATE_TOLERANCE}):", file=log)
         for metric in GATED:
             verdict = "REGRESSED" if metric in worse else "ok"
-            print(
-                f"  {metric:<18} {fmt(old.get(metric)):>6} -> {fmt(new.get(metric)):<6} {verdict}", file=log
-            )
+            print(f"  {metric:<18} {fmt(old.get(metric)):>6} -> {fmt(new.get(metric)):<6} {verdict}", file=log)
         if baseline.get("config", {}).get("golden_sha256") != doc["config"]["golden_sha256"]:
             print("  note: the golden files differ from the baseline's; compare with care", file=log)
         if old.get("questions") != new.get("questions"):

@@ -107,8 +107,7 @@ def test_sections_nested_in_list_items_keep_their_headings(kafka_docs):
         "Configuring Kafka Brokers",
     )
     assert (
-        "```\nKafkaServer {" in plain.text
-        and "org.apache.kafka.common.security.plain.PlainLoginModule" in plain.text
+        "```\nKafkaServer {" in plain.text and "org.apache.kafka.common.security.plain.PlainLoginModule" in plain.text
     )
     assert len(sections) > 50
     assert max(len(s.text) for s in sections) < 12_000
@@ -216,9 +215,7 @@ def test_title_is_first_h1_then_title_element_then_fallback():
 
 
 def test_paragraphs_and_whitespace_are_normalised():
-    _, [section] = _parse(
-        "<p>one\n   two&nbsp; three</p>loose <b>bold</b> text<p>line<br>break</p><div></div>"
-    )
+    _, [section] = _parse("<p>one\n   two&nbsp; three</p>loose <b>bold</b> text<p>line<br>break</p><div></div>")
     assert section.text == "one two three\n\nloose bold text\n\nline\nbreak"
 
 

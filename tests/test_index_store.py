@@ -28,8 +28,20 @@ from rag.index_store import (
 
 DIMENSION = 16
 BUILT_WITH = ModelIdentity("sentence-transformers/all-MiniLM-L6-v2", DIMENSION, "aaaa1111bbbb2222")
-WORDS = ["broker", "consumer", "producer", "rebalance", "offset", "commit", "lag", "partition", "leader",
-         "replica", "fetch", "timeout"]
+WORDS = [
+    "broker",
+    "consumer",
+    "producer",
+    "rebalance",
+    "offset",
+    "commit",
+    "lag",
+    "partition",
+    "leader",
+    "replica",
+    "fetch",
+    "timeout",
+]
 
 
 def _table(count: int, seed: int = 0):
@@ -39,18 +51,32 @@ def _table(count: int, seed: int = 0):
     rows = []
     for i, vector in enumerate(vectors):
         text = f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7 + 3) % len(WORDS)]} chunk number {i}."
-        rows.append({
-            "chunk_id": f"c{seed}-{i:06d}", "doc_id": f"d{i % 3}", "source_path": f"doc{i % 3}.txt",
-            "title": f"Doc {i % 3}", "section_path": [f"Doc {i % 3}", f"Section {i}"], "text": text,
-            "identifiers": [], "start": 0, "end": len(text), "url": "", "vector": vector.tolist(),
-            "unit_vectors": [vector.tolist()],
-        })
+        rows.append(
+            {
+                "chunk_id": f"c{seed}-{i:06d}",
+                "doc_id": f"d{i % 3}",
+                "source_path": f"doc{i % 3}.txt",
+                "title": f"Doc {i % 3}",
+                "section_path": [f"Doc {i % 3}", f"Section {i}"],
+                "text": text,
+                "identifiers": [],
+                "start": 0,
+                "end": len(text),
+                "url": "",
+                "vector": vector.tolist(),
+                "unit_vectors": [vector.tolist()],
+            }
+        )
     return rows_to_table(rows), vectors
 
 
 def _manifest(identity: ModelIdentity = BUILT_WITH) -> dict:
-    model = {"name": identity.name, "dimension": identity.dimension, "fingerprint": identity.fingerprint,
-             "normalized": True}
+    model = {
+        "name": identity.name,
+        "dimension": identity.dimension,
+        "fingerprint": identity.fingerprint,
+        "normalized": True,
+    }
     return {"model": model, "counts": {}, "files": [], "skipped": []}
 
 

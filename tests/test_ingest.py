@@ -49,8 +49,7 @@ BAD_FILES = {
 def _config() -> IngestConfig:
     """The configuration `kafka-rag ingest` uses by default (and conftest's `seeds_index`)."""
     defaults = Settings.from_env({})
-    return IngestConfig(defaults.model, defaults.chunk_size, defaults.chunk_overlap,
-                        defaults.encode_batch_size)
+    return IngestConfig(defaults.model, defaults.chunk_size, defaults.chunk_overlap, defaults.encode_batch_size)
 
 
 def _must_not_run(files, config, known_ids, progress):
@@ -67,8 +66,11 @@ def _by_id(index_dir: Path) -> dict[str, dict]:
 
 def _snapshot(index_dir: Path) -> dict[str, str]:
     """Every file under the index with a hash of its bytes: what 'untouched' means."""
-    return {p.relative_to(index_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(index_dir.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(index_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(index_dir.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _chunk_ids_of(path: Path, source_path: str) -> list[str]:
@@ -135,8 +137,20 @@ def test_full_ingest_publishes_a_complete_manifest(built):
 def test_full_ingest_chunk_table_and_vectors(built):
     corpus, index_dir, report = built
     table = _table(index_dir)
-    assert table.column_names == ["chunk_id", "doc_id", "source_path", "title", "section_path", "text",
-                                  "identifiers", "start", "end", "url", "vector", "unit_vectors"]
+    assert table.column_names == [
+        "chunk_id",
+        "doc_id",
+        "source_path",
+        "title",
+        "section_path",
+        "text",
+        "identifiers",
+        "start",
+        "end",
+        "url",
+        "vector",
+        "unit_vectors",
+    ]
     rows = table.to_pylist()
     expected_ids = {cid for p in sorted(corpus.iterdir()) for cid in _chunk_ids_of(p, p.name)}
     assert {r["chunk_id"] for r in rows} == expected_ids
@@ -165,8 +179,10 @@ def test_chunk_ids_and_vectors_are_identical_across_runs(built, seeds_index):
     assert read_manifest(seeds_index)["model"] == read_manifest(index_dir)["model"]
     first, second = _table(index_dir), _table(seeds_index)
     assert first.column("chunk_id").to_pylist() == second.column("chunk_id").to_pylist()
-    assert np.array_equal(np.asarray(first.column("vector").to_pylist(), dtype=np.float32),
-                          np.asarray(second.column("vector").to_pylist(), dtype=np.float32))
+    assert np.array_equal(
+        np.asarray(first.column("vector").to_pylist(), dtype=np.float32),
+        np.asarray(second.column("vector").to_pylist(), dtype=np.float32),
+    )
     assert first.column("unit_vectors").to_pylist() == second.column("unit_vectors").to_pylist()
     assert first.drop(["vector", "unit_vectors"]).equals(second.drop(["vector", "unit_vectors"]))
 
@@ -343,8 +359,9 @@ def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_RAG_")}
     env["HF_HUB_OFFLINE"] = "1"
     command = Path(sys.executable).parent / "kafka-rag"
-    return subprocess.run([str(command), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400,
-                          check=False)
+    return subprocess.run(
+        [str(command), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400, check=False
+    )
 
 
 def test_cli_missing_source_exits_2_with_one_line(tmp_path):
@@ -363,8 +380,20 @@ def test_cli_json_prints_the_report(workspace):
     result = _cli("ingest", str(corpus), "--index", str(index_dir), "--no-spark", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert set(report) == {"index_dir", "version", "unchanged", "documents", "chunks", "embedded", "reused",
-                           "skipped", "engine", "master", "seconds", "stage_seconds"}
+    assert set(report) == {
+        "index_dir",
+        "version",
+        "unchanged",
+        "documents",
+        "chunks",
+        "embedded",
+        "reused",
+        "skipped",
+        "engine",
+        "master",
+        "seconds",
+        "stage_seconds",
+    }
     assert report["version"] == current_version(index_dir)
     assert (report["unchanged"], report["documents"], report["embedded"]) == (False, 4, 0)
     assert report["engine"] == "local"

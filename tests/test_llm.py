@@ -80,9 +80,7 @@ def fake_llm() -> Iterator[FakeLLM]:
 
 @pytest.fixture
 def answerer(fake_llm: FakeLLM) -> LLMAnswerer:
-    return LLMAnswerer(
-        build_chat_model("openai", fake_llm.openai_url, "fake", timeout_s=1.0, temperature=0.0)
-    )
+    return LLMAnswerer(build_chat_model("openai", fake_llm.openai_url, "fake", timeout_s=1.0, temperature=0.0))
 
 
 def _user_text(messages: list[Any]) -> str:
@@ -189,9 +187,7 @@ def test_a_supported_answer_keeps_its_citations() -> None:
 
 
 def test_a_marker_pointing_to_no_passage_is_removed() -> None:
-    draft = validate_citations(
-        "Error code 121 is `INVALID_RECORD_STATE` [1][7]. It is transactional [9].", PASSAGES
-    )
+    draft = validate_citations("Error code 121 is `INVALID_RECORD_STATE` [1][7]. It is transactional [9].", PASSAGES)
 
     assert draft.text.startswith("Error code 121 is `INVALID_RECORD_STATE` [1].")
     assert "[7]" not in draft.text and "[9]" not in draft.text
@@ -253,16 +249,11 @@ def test_a_claim_without_any_marker_is_flagged_but_layout_lines_are_not() -> Non
 
     assert draft.flagged == ("Upgrade the brokers to the latest release.",)
     assert "- Upgrade the brokers to the latest release. " + UNSUPPORTED_FLAG in draft.text
-    assert (
-        "**What to do:**\n" in draft.text
-        and "kafka-configs.sh --describe --entity-type brokers" in draft.text
-    )
+    assert "**What to do:**\n" in draft.text and "kafka-configs.sh --describe --entity-type brokers" in draft.text
 
 
 def test_brackets_inside_code_are_not_markers() -> None:
-    draft = validate_citations(
-        "Error code 121 means the record `records[5]` is in an invalid state [1].", PASSAGES
-    )
+    draft = validate_citations("Error code 121 means the record `records[5]` is in an invalid state [1].", PASSAGES)
 
     assert "`records[5]`" in draft.text and "Removed" not in " ".join(draft.notes)
     assert _markers(draft.text.replace("`records[5]`", "")) == [1]
@@ -272,16 +263,12 @@ def test_not_covered_answer_is_an_abstention() -> None:
     draft = validate_citations(NOT_COVERED, PASSAGES)
 
     assert draft == LLMDraft(text=NOT_COVERED, citations=(), abstained=True, flagged=(), notes=())
-    paraphrase = validate_citations(
-        "Sorry, the provided passages don't cover how to tune ZooKeeper.", PASSAGES
-    )
+    paraphrase = validate_citations("Sorry, the provided passages don't cover how to tune ZooKeeper.", PASSAGES)
     assert paraphrase.abstained and paraphrase.flagged == ()
 
 
 def test_an_answer_with_no_valid_citation_is_detected() -> None:
-    draft = validate_citations(
-        "Kafka stores offsets in ZooKeeper by default [4]. Brokers need 64 GB [5].", PASSAGES
-    )
+    draft = validate_citations("Kafka stores offsets in ZooKeeper by default [4]. Brokers need 64 GB [5].", PASSAGES)
 
     assert draft.citations == () and not draft.abstained
     assert len(draft.flagged) == 2 and _markers(draft.text) == []
@@ -385,9 +372,7 @@ def test_local_servers_get_a_placeholder_key(fake_llm: FakeLLM, monkeypatch: pyt
         ("ollama", "", "llama3", "KAFKA_RAG_LLM_BASE_URL"),
     ],
 )
-def test_missing_settings_name_the_variable_to_set(
-    provider: str, base_url: str, model: str, variable: str
-) -> None:
+def test_missing_settings_name_the_variable_to_set(provider: str, base_url: str, model: str, variable: str) -> None:
     with pytest.raises(ConfigurationError, match=variable):
         build_chat_model(provider, base_url, model, 1.0, 0.0)
 
@@ -409,9 +394,7 @@ def test_ollama_streams_and_checks_citations(fake_llm: FakeLLM) -> None:
 
 
 @pytest.mark.parametrize(("script", "match"), [({"status": 500}, "HTTP 500"), ({"delay_s": 3.0}, "in time")])
-def test_ollama_failures_become_generation_errors(
-    fake_llm: FakeLLM, script: dict[str, Any], match: str
-) -> None:
+def test_ollama_failures_become_generation_errors(fake_llm: FakeLLM, script: dict[str, Any], match: str) -> None:
     answerer = LLMAnswerer(build_chat_model("ollama", fake_llm.base_url, "fake", 1.0, 0.0))
     fake_llm.script(**script)
 
@@ -436,10 +419,7 @@ def test_rewrite_uses_the_conversation(fake_llm: FakeLLM, answerer: LLMAnswerer)
         {"role": "assistant", "content": "Yes, increase `transaction.timeout.ms` [1]."},
     ]
 
-    assert (
-        answerer.rewrite_query("and what's its default?", history)
-        == "default value of transaction.timeout.ms"
-    )
+    assert answerer.rewrite_query("and what's its default?", history) == "default value of transaction.timeout.ms"
     body = fake_llm.chat_requests()[-1]
     assert body["stream"] is False
     assert "standalone search query" in body["messages"][0]["content"]

@@ -34,8 +34,7 @@ from rag.spark_job import check_java, spark_engine
 from tests.conftest import KAFKA_DOCS, SEEDS
 from tests.test_ingest import _cli, _config
 
-PLAIN_COLUMNS = ("doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end",
-                 "url")
+PLAIN_COLUMNS = ("doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end", "url")
 CLUSTER_FILES = ["000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40f4a68e.txt"]
 
 
@@ -52,8 +51,7 @@ def _assert_same_index(rows: list[dict], reference: list[dict]) -> None:
         np.testing.assert_allclose(row["vector"], ref["vector"], atol=1e-5)
         assert len(row["unit_vectors"]) == len(ref["unit_vectors"])
         if ref["unit_vectors"]:
-            np.testing.assert_allclose(np.asarray(row["unit_vectors"]), np.asarray(ref["unit_vectors"]),
-                                       atol=1e-5)
+            np.testing.assert_allclose(np.asarray(row["unit_vectors"]), np.asarray(ref["unit_vectors"]), atol=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +59,15 @@ def spark_seeds_index(tmp_path_factory) -> Path:
     """The seeds built by the Spark engine on `local[2]` (one Spark run for the module)."""
     index_dir = tmp_path_factory.mktemp("spark-seeds") / "index"
     messages: list[str] = []
-    run_ingest([SEEDS], index_dir, _config(), engine=spark_engine("local[2]"), engine_name="spark",
-               master="local[2]", progress=messages.append)
+    run_ingest(
+        [SEEDS],
+        index_dir,
+        _config(),
+        engine=spark_engine("local[2]"),
+        engine_name="spark",
+        master="local[2]",
+        progress=messages.append,
+    )
     (index_dir.parent / "progress.log").write_text("\n".join(messages))
     return index_dir
 
@@ -81,15 +86,23 @@ def engine_index(request) -> tuple[str, Path]:
 def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_index):
     """Both engines give the chunks `chunk_files` gives, with the model's vectors for them."""
     engine, index_dir = engine_index
-    reference = [r for p in sorted(SEEDS.iterdir())
-                 for r in chunk_files([(p.name, p.read_bytes())], _config()) if r["kind"] == "chunk"]
+    reference = [
+        r
+        for p in sorted(SEEDS.iterdir())
+        for r in chunk_files([(p.name, p.read_bytes())], _config())
+        if r["kind"] == "chunk"
+    ]
     rows = _rows(index_dir)
     assert sorted(r["chunk_id"] for r in rows) == sorted(r["chunk_id"] for r in reference)
     by_id = {r["chunk_id"]: r for r in reference}
     for row in rows:
         ref = by_id[row["chunk_id"]]
         assert (row["source_path"], row["section_path"], row["text"], row["start"]) == (
-            ref["source_path"], ref["section_path"], ref["text"], ref["start"])
+            ref["source_path"],
+            ref["section_path"],
+            ref["text"],
+            ref["start"],
+        )
 
     embedder = load_embedder(_config().model)
     sample = rows[:: max(1, len(rows) // 6)]
@@ -97,8 +110,9 @@ def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_ind
     np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), vectors, atol=1e-5)
     for row in sample:
         units = split_units(row["text"])
-        np.testing.assert_allclose(np.asarray(row["unit_vectors"]).reshape(len(units), -1),
-                                   embedder.encode(units), atol=1e-5)
+        np.testing.assert_allclose(
+            np.asarray(row["unit_vectors"]).reshape(len(units), -1), embedder.encode(units), atol=1e-5
+        )
 
     manifest = read_manifest(index_dir)
     assert manifest["engine"] == engine
@@ -178,14 +192,38 @@ def standalone_cluster(tmp_path_factory) -> Iterator[str]:
 
     def start(name: str, *args: str) -> None:
         with logs[name].open("wb") as log:
-            processes.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=log,
-                                              stderr=subprocess.STDOUT, start_new_session=True))
+            processes.append(
+                subprocess.Popen(
+                    [str(spark_class), *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
 
     try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-              "--webui-port", str(web_port))
-        start("worker", "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "2",
-              "--memory", "2g", "--webui-port", str(worker_web_port), "--work-dir", str(root / "work"))
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(web_port),
+        )
+        start(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "2",
+            "--memory",
+            "2g",
+            "--webui-port",
+            str(worker_web_port),
+            "--work-dir",
+            str(root / "work"),
+        )
         deadline = time.monotonic() + 120
         while _alive_workers(web_port) < 1:
             for name, process in zip(logs, processes, strict=False):
@@ -193,8 +231,10 @@ def standalone_cluster(tmp_path_factory) -> Iterator[str]:
                     log = logs[name].read_text()[-3000:]
                     pytest.fail(f"Spark {name} exited with {process.returncode}:\n{log}")
             if time.monotonic() > deadline:
-                pytest.fail("the Spark worker did not register with the master within 120 s:\n"
-                            + logs["worker"].read_text()[-3000:])
+                pytest.fail(
+                    "the Spark worker did not register with the master within 120 s:\n"
+                    + logs["worker"].read_text()[-3000:]
+                )
             time.sleep(1)
         yield url
     finally:
@@ -251,10 +291,13 @@ def test_missing_java_says_java_17_is_needed(monkeypatch, tmp_path):
         check_java()
 
 
-@pytest.mark.parametrize(("version_line", "found"), [
-    ('openjdk version "1.8.0_392"', "8"),
-    ('openjdk version "11.0.21" 2023-10-17', "11"),
-])
+@pytest.mark.parametrize(
+    ("version_line", "found"),
+    [
+        ('openjdk version "1.8.0_392"', "8"),
+        ('openjdk version "11.0.21" 2023-10-17', "11"),
+    ],
+)
 def test_old_java_is_refused_naming_its_version(monkeypatch, tmp_path, version_line, found):
     monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk", version_line)))
     with pytest.raises(ConfigurationError, match=rf"Java 17 or newer, found {found} at"):

@@ -119,16 +119,13 @@ def _render_answer_line(line: str, labels: dict[int, str]) -> str:
 def render_sources(citations: Sequence[Citation]) -> str:
     """One entry per cited passage: marker, title › section, file, score, text with cited sentences marked."""
     return "\n\n---\n\n".join(
-        _passage_entry(c.passage, label=f"[{c.marker}]", text=highlight(c.passage.text, c.quotes))
-        for c in citations
+        _passage_entry(c.passage, label=f"[{c.marker}]", text=highlight(c.passage.text, c.quotes)) for c in citations
     )
 
 
 def render_related(passages: Sequence[Passage]) -> str:
     """Closest passages after an abstention, shown apart from the answer and without markers."""
-    return "\n\n---\n\n".join(
-        _passage_entry(p, label="•", text=escape_markdown(_excerpt(p.text))) for p in passages
-    )
+    return "\n\n---\n\n".join(_passage_entry(p, label="•", text=escape_markdown(_excerpt(p.text))) for p in passages)
 
 
 def _passage_entry(passage: Passage, *, label: str, text: str) -> str:
@@ -136,9 +133,7 @@ def _passage_entry(passage: Passage, *, label: str, text: str) -> str:
     if passage.url and _SAFE_URL.fullmatch(passage.url):
         where.append(f"[open ↗]({passage.url})")
     quoted = "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
-    return (
-        f"**{escape_markdown(label)} {escape_markdown(passage.heading)}**  \n{' · '.join(where)}\n\n{quoted}"
-    )
+    return f"**{escape_markdown(label)} {escape_markdown(passage.heading)}**  \n{' · '.join(where)}\n\n{quoted}"
 
 
 def _excerpt(text: str) -> str:

@@ -178,9 +178,7 @@ class SlackBot:
         self._threads = _Recent(THREADS_MAX)  # (channel, thread root ts) -> tuple of history turns
         self._answers = _Recent(ANSWERS_MAX)  # answer id -> (Answer, history) for feedback
 
-    def gate(
-        self, request: BoltRequest, body: dict[str, Any], next_: Callable[[], BoltResponse]
-    ) -> BoltResponse:
+    def gate(self, request: BoltRequest, body: dict[str, Any], next_: Callable[[], BoltResponse]) -> BoltResponse:
         """Drop retries, duplicates, bot messages, edits and deletions with a 200, before authorizing."""
         if request.headers.get("x-slack-retry-num"):
             log.info(
@@ -367,8 +365,7 @@ def build_app(assistant: Asker, settings: Settings, *, client: WebClient, signin
         app = App(client=client, signing_secret=signing_secret, before_authorize=bot.gate, name="kafka-rag")
     except BoltError as exc:  # auth.test answered ok: false
         raise ConfigurationError(
-            "Slack rejected SLACK_BOT_TOKEN at auth.test: copy the Bot User OAuth Token again, "
-            "or reinstall the app"
+            "Slack rejected SLACK_BOT_TOKEN at auth.test: copy the Bot User OAuth Token again, or reinstall the app"
         ) from exc
     except (SlackClientError, OSError) as exc:
         raise ConfigurationError(
@@ -407,9 +404,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="127.0.0.1",
         help="address to listen on with --http; put a TLS proxy in front (default: %(default)s)",
     )
-    parser.add_argument(
-        "--port", type=int, default=3000, help="port to listen on with --http (default: %(default)s)"
-    )
+    parser.add_argument("--port", type=int, default=3000, help="port to listen on with --http (default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:

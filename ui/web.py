@@ -234,9 +234,7 @@ def answer_messages(answer: Answer) -> list[dict[str, Any]]:
 def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
     """The chat UI around an already-loaded assistant; launch it with `launch_options(settings)`."""
     handlers = ChatHandlers(assistant, settings)
-    status = render.render_status(
-        assistant.status, retrieval=settings.retrieval_mode, answerer=settings.answerer
-    )
+    status = render.render_status(assistant.status, retrieval=settings.retrieval_mode, answerer=settings.answerer)
     with gr.Blocks(title=TITLE, analytics_enabled=False) as app:
         gr.Markdown(f"## {TITLE}\n{INTRO}")
         turns = gr.State([])
@@ -332,9 +330,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--index", type=Path, default=None, help="index directory (default: KAFKA_RAG_INDEX_DIR or index/)"
     )
-    parser.add_argument(
-        "--host", default=None, help="address to bind (default: KAFKA_RAG_UI_HOST or 127.0.0.1)"
-    )
+    parser.add_argument("--host", default=None, help="address to bind (default: KAFKA_RAG_UI_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port (default: KAFKA_RAG_UI_PORT or 7860)")
 
 

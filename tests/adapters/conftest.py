@@ -91,9 +91,7 @@ def hostile_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (corpus / HOSTILE_NAME).write_text(HOSTILE_DOCUMENT, encoding="utf-8")
     defaults = Settings.from_env({})
     index = tmp_path_factory.mktemp("hostile-index") / "index"
-    config = IngestConfig(
-        defaults.model, defaults.chunk_size, defaults.chunk_overlap, defaults.encode_batch_size
-    )
+    config = IngestConfig(defaults.model, defaults.chunk_size, defaults.chunk_overlap, defaults.encode_batch_size)
     run_ingest([corpus], index, config)
     return index
 

@@ -116,9 +116,7 @@ class FakeSlack:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     seen = [c.method for c in self._calls]
-                    raise AssertionError(
-                        f"{method} called {len(found)} times, expected {count}; calls: {seen}"
-                    )
+                    raise AssertionError(f"{method} called {len(found)} times, expected {count}; calls: {seen}")
                 self._lock.wait(left)
 
     def thread(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
@@ -153,9 +151,7 @@ class FakeSlack:
         messages.sort(key=lambda m: _ts_key(m["ts"]))
         return message["ts"]
 
-    def _answer(
-        self, method: str, params: dict[str, Any], token: str | None
-    ) -> tuple[int, dict[str, Any], dict]:
+    def _answer(self, method: str, params: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any], dict]:
         failures = self._failures.get(method)
         if failures:
             failure = failures.pop(0)

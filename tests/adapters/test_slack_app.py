@@ -93,9 +93,7 @@ def bot_settings(settings, tmp_path):
 
 
 def make_app(slack: FakeSlack, asker: RecordingAssistant, bot_settings):
-    return build_app(
-        asker, bot_settings, client=web_client(BOT_TOKEN, base_url=slack.url), signing_secret=SECRET
-    )
+    return build_app(asker, bot_settings, client=web_client(BOT_TOKEN, base_url=slack.url), signing_secret=SECRET)
 
 
 @pytest.fixture
@@ -277,9 +275,7 @@ def settle(slack: FakeSlack, deliver: Callable[[dict[str, Any]], int]) -> None:
     dispatched before it has started (and posted its placeholder) by then."""
     assert deliver(mention(slack, QUESTION, channel=SENTINEL)) == 200
     deadline = time.monotonic() + 120
-    while not any(
-        c.params["channel"] == SENTINEL and c.response.get("ok") for c in slack.calls("chat.update")
-    ):
+    while not any(c.params["channel"] == SENTINEL and c.response.get("ok") for c in slack.calls("chat.update")):
         assert time.monotonic() < deadline, "the sentinel mention was not answered"
         time.sleep(0.05)
 
@@ -486,9 +482,7 @@ def test_a_vote_is_recorded_with_its_thread_and_thanked_privately(slack, url, as
 
     assert status == 200
     thanks = slack.wait_for("chat.postEphemeral")[0].params
-    assert (
-        thanks.items() >= {"channel": CHANNEL, "user": USER, "thread_ts": root, "text": THANKS_TEXT}.items()
-    )
+    assert thanks.items() >= {"channel": CHANNEL, "user": USER, "thread_ts": root, "text": THANKS_TEXT}.items()
     [record] = list(read_feedback(bot_settings.feedback_path))
     answer = asker.calls[0][2]
     assert record["rating"] == "down" and record["source"] == "slack"
@@ -528,11 +522,7 @@ def test_a_vote_that_cannot_be_saved_says_so_privately(slack, url, bot_settings)
     click = button_click(slack, CHANNEL, answer_ts, "up")
     assert post(url, click, content_type="application/x-www-form-urlencoded")[0] == 200
 
-    assert (
-        slack.wait_for("chat.postEphemeral")[0]
-        .params["text"]
-        .startswith("Sorry, your feedback could not be saved")
-    )
+    assert slack.wait_for("chat.postEphemeral")[0].params["text"].startswith("Sorry, your feedback could not be saved")
 
 
 def test_a_mention_without_a_question_gets_a_hint(slack, url, asker):
@@ -541,9 +531,7 @@ def test_a_mention_without_a_question_gets_a_hint(slack, url, asker):
     assert post(url, as_json(body))[0] == 200
 
     hint = slack.wait_for("chat.postMessage")[0].params
-    assert hint["thread_ts"] == body["event"]["ts"] and hint["text"].startswith(
-        "Ask me a question about Kafka"
-    )
+    assert hint["thread_ts"] == body["event"]["ts"] and hint["text"].startswith("Ask me a question about Kafka")
     settle(slack, over_http(url))
     assert [q for q, _, _ in asker.calls] == [QUESTION]  # only the sentinel was answered
 
@@ -620,9 +608,7 @@ def test_socket_mode_requests_reach_the_same_handlers(slack, app, asker, bot_set
         BoltRequest(body=mention(slack, QUESTION), mode="socket_mode", headers={"x-slack-retry-num": ["1"]})
     )
     assert retried.status == 200
-    click = json.loads(
-        urllib.parse.unquote(button_click(slack, CHANNEL, answer_ts, "up").decode()[len("payload=") :])
-    )
+    click = json.loads(urllib.parse.unquote(button_click(slack, CHANNEL, answer_ts, "up").decode()[len("payload=") :]))
     assert app.dispatch(BoltRequest(body=click, mode="socket_mode")).status == 200
     slack.wait_for("chat.postEphemeral")
     assert [r["rating"] for r in read_feedback(bot_settings.feedback_path)] == ["up"]
@@ -729,9 +715,7 @@ def test_kafka_rag_slack_http_serves_signed_events_end_to_end(slack, settings, t
 def test_kafka_rag_slack_without_its_tokens_exits_2_with_one_line(args, named):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
     env["SLACK_BOT_TOKEN"] = BOT_TOKEN
-    result = subprocess.run(
-        [str(KAFKA_RAG), "slack", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    result = subprocess.run([str(KAFKA_RAG), "slack", *args], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.startswith(f"kafka-rag: {named} is not set") and result.stderr.count("\n") == 1
     assert BOT_TOKEN not in result.stderr and result.stdout == ""

@@ -33,9 +33,7 @@ from ui.slack_render import (
 
 from .fake_slack import check_message
 
-HOSTILE = (
-    "Run <!channel> now, ask <@U999> and <!here|here>, then <http://evil.example|click here> & see <#C1>."
-)
+HOSTILE = "Run <!channel> now, ask <@U999> and <!here|here>, then <http://evil.example|click here> & see <#C1>."
 
 
 def passage(
@@ -170,10 +168,7 @@ def test_link_refuses_schemes_other_than_http_and_mailto():
 
 
 def paragraph(i: int) -> str:
-    return (
-        f"Paragraph {i} explains *fetch.max.wait.ms* & friends with a <https://kafka.apache.org/p{i}|link>. "
-        * 6
-    )
+    return f"Paragraph {i} explains *fetch.max.wait.ms* & friends with a <https://kafka.apache.org/p{i}|link>. " * 6
 
 
 def test_long_text_splits_at_paragraphs_under_the_section_limit_and_loses_nothing():
@@ -298,9 +293,7 @@ def test_worst_case_answer_stays_under_fifty_blocks_and_the_total_text_ceiling()
 
 def test_abstention_says_the_knowledge_base_does_not_cover_it_and_offers_related_pages():
     related = (passage(7, title="Broker configs", section="log.retention.hours"),)
-    blocks = answer_blocks(
-        answer("No passage answers this.", citations=0, abstained=True, related=related), "id"
-    )
+    blocks = answer_blocks(answer("No passage answers this.", citations=0, abstained=True, related=related), "id")
     assert blocks[0]["text"]["text"] == ABSTAIN_TEXT
     assert "does not cover" in ABSTAIN_TEXT
     assert texts(blocks)[1:] == [

@@ -87,9 +87,7 @@ def test_off_topic_question_abstains_plainly(client: Client) -> None:
     assert "[1]" not in answer["text"]
 
 
-def test_empty_question_gets_a_hint_and_never_reaches_the_assistant(
-    client: Client, spy: SpyAssistant
-) -> None:
+def test_empty_question_gets_a_hint_and_never_reaches_the_assistant(client: Client, spy: SpyAssistant) -> None:
     asked = len(spy.questions)
     with pytest.raises(AppError, match="Type a question first"):
         client.predict("   \n ", [], api_name="/ask")
@@ -97,12 +95,8 @@ def test_empty_question_gets_a_hint_and_never_reaches_the_assistant(
 
 
 def test_long_paste_is_answered_with_a_note(client: Client) -> None:
-    log_lines = "\n".join(
-        f"2024-05-01 12:00:{i % 60:02d} INFO [main] heartbeat ok seq={i}" for i in range(600)
-    )
-    paste = (
-        f"{log_lines}\norg.apache.kafka.common.errors.InvalidCommitOffsetSyncException: Offset commit failed"
-    )
+    log_lines = "\n".join(f"2024-05-01 12:00:{i % 60:02d} INFO [main] heartbeat ok seq={i}" for i in range(600))
+    paste = f"{log_lines}\norg.apache.kafka.common.errors.InvalidCommitOffsetSyncException: Offset commit failed"
     answer = client.predict(paste, [], api_name="/ask")
     assert answer["notes"], answer
     assert len(answer["query"]) < len(paste)
@@ -153,9 +147,7 @@ def run_chat(handlers: web.ChatHandlers, message: str, chat: list, turns: list) 
     return list(handlers.respond(message, chat, turns, 5, "hybrid", "extractive"))
 
 
-def test_chat_answer_is_followed_by_a_collapsed_sources_message(
-    spy: SpyAssistant, web_settings: Settings
-) -> None:
+def test_chat_answer_is_followed_by_a_collapsed_sources_message(spy: SpyAssistant, web_settings: Settings) -> None:
     handlers = web.ChatHandlers(spy, web_settings)
     updates = run_chat(handlers, QUESTION, [], [])
     assert updates[0][0][-1]["metadata"]["status"] == "pending"  # the user sees progress at once
@@ -198,9 +190,7 @@ def quote_first_passage(body: dict[str, Any]) -> str:
     passage = re.search(r'<passage n="1">\nSource: [^\n]*\n(.*?)\n</passage>', user, re.S)
     assert passage, "the prompt lost its numbered passages"
     sentence = next(
-        s.strip()
-        for s in re.split(r"(?<=[.!?])\s+|\n", passage.group(1))
-        if len(s.split()) >= 6 and "[" not in s
+        s.strip() for s in re.split(r"(?<=[.!?])\s+|\n", passage.group(1)) if len(s.split()) >= 6 and "[" not in s
     )
     return f"**Likely cause:** {sentence} [1]"
 
@@ -220,10 +210,7 @@ def test_chat_streams_the_llm_answer_as_it_arrives(seeds_index: Path, settings_f
     assert all(len(a) <= len(b) for a, b in itertools.pairwise(partial))
     chat, turns, _ = updates[-1]
     assert turns[0].answer.answerer == "llm"
-    assert (
-        chat[1]["content"].startswith("<strong>Likely cause\\:</strong>")
-        and 'class="cite"' in chat[1]["content"]
-    )
+    assert chat[1]["content"].startswith("<strong>Likely cause\\:</strong>") and 'class="cite"' in chat[1]["content"]
     assert chat[2]["metadata"]["title"] == "📚 Sources (1)"
 
 
@@ -256,9 +243,7 @@ def test_votes_are_written_with_question_history_answer_and_comment(
     assert (up["rating"], up["question"], up["history"]) == ("up", QUESTION, [])
 
 
-def test_concurrent_votes_never_interleave_lines(
-    spy: SpyAssistant, web_settings: Settings, tmp_path: Path
-) -> None:
+def test_concurrent_votes_never_interleave_lines(spy: SpyAssistant, web_settings: Settings, tmp_path: Path) -> None:
     settings = dataclasses.replace(web_settings, feedback_path=tmp_path / "fb.jsonl")
     handlers = web.ChatHandlers(spy, settings)
     _, turns, _ = run_chat(handlers, QUESTION, [], [])[-1]

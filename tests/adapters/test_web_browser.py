@@ -53,9 +53,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def feedback_settings(hostile_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return dataclasses.replace(
-        hostile_settings, feedback_path=tmp_path_factory.mktemp("browser") / "fb.jsonl"
-    )
+    return dataclasses.replace(hostile_settings, feedback_path=tmp_path_factory.mktemp("browser") / "fb.jsonl")
 
 
 @pytest.fixture(scope="module")

@@ -116,9 +116,7 @@ def test_leading_indentation_is_kept_without_becoming_a_code_block() -> None:
 
 
 def test_answer_markers_become_citation_spans_naming_their_passage() -> None:
-    cited = Citation(
-        1, passage(title="<b>T</b>", section_path=("<b>T</b>", 'S "x"')), ("The broker rejects",)
-    )
+    cited = Citation(1, passage(title="<b>T</b>", section_path=("<b>T</b>", 'S "x"')), ("The broker rejects",))
     rendered = to_html(render.render_answer(answer("The broker rejects the request. [1]", (cited,))))
     spans = [attrs for tag, attrs in rendered.tags if tag == "span"]
     assert spans == [{"class": "cite", "title": '<b>T</b> › S "x"'}]
@@ -166,9 +164,7 @@ def test_highlight_marks_the_cited_sentence_across_line_breaks_and_escapes_the_r
     marks = [tag for tag, _ in rendered.tags if tag == "mark"]
     assert len(marks) == 2  # one per line the sentence spans
     assert "<script>x</script>" in "".join(rendered.text)
-    html = MarkdownIt("commonmark", {"html": True}).render(
-        render.highlight(text, ("The broker rejects the request.",))
-    )
+    html = MarkdownIt("commonmark", {"html": True}).render(render.highlight(text, ("The broker rejects the request.",)))
     assert re.search(r"<mark>The broker rejects</mark>", html)
     assert re.search(r"<mark>the request\.</mark> Then retry", html)
 
@@ -208,9 +204,7 @@ def test_abstention_shows_the_answer_plainly_and_related_passages_apart() -> Non
     )
     messages = answer_messages(abstained)
     assert [m.get("metadata", {}).get("title") for m in messages] == [None, render.related_title(abstained)]
-    assert (
-        "Possibly related" in messages[1]["metadata"]["title"] and "(2)" in messages[1]["metadata"]["title"]
-    )
+    assert "Possibly related" in messages[1]["metadata"]["title"] and "(2)" in messages[1]["metadata"]["title"]
     related = visible(to_html(messages[1]["content"]))
     assert "[1]" not in related and "Short <i>one</i>" in related
     assert len(related) < len(long_text)  # excerpts, not whole chunks
@@ -225,9 +219,7 @@ def test_an_answer_with_citations_gets_a_collapsed_sources_message() -> None:
 
 
 def test_status_footer_names_documents_chunks_model_and_build_time() -> None:
-    status = IndexStatus(
-        "20250101-abc", 5, 123, "sentence-transformers/all-MiniLM-L6-v2", "2025-01-01T00:00Z", "flat"
-    )
+    status = IndexStatus("20250101-abc", 5, 123, "sentence-transformers/all-MiniLM-L6-v2", "2025-01-01T00:00Z", "flat")
     text = visible(to_html(render.render_status(status, retrieval="hybrid", answerer="extractive")))
     assert text == (
         "Index 20250101-abc · 5 documents · 123 chunks · model all-MiniLM-L6-v2 · built 2025-01-01T00:00Z"

@@ -113,9 +113,7 @@ def test_citation_ok_by_evidence_or_supported_quotes():
     assert citation_ok(passage, (), ["isolation.level=read_committed"])
     assert not citation_ok(passage, (), ["transactional.id"])
     assert citation_ok(passage, ("Set isolation.level=read_committed on the consumer.",), [])
-    assert not citation_ok(
-        passage, ("Set isolation.level=read_committed.", "Restart every broker twice a day."), []
-    )
+    assert not citation_ok(passage, ("Set isolation.level=read_committed.", "Restart every broker twice a day."), [])
 
 
 def test_percentile_interpolates_like_numpy():

@@ -323,9 +323,7 @@ def test_duplicate_ids_across_golden_files_exit_2(tmp_path, capsys):
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text(json.dumps(HOPELESS) + "\n", encoding="utf-8")
     second.write_text(json.dumps(MARKUP) + "\n" + json.dumps(HOPELESS) + "\n", encoding="utf-8")
-    assert (
-        main(["--golden", str(first), str(second), "--corpus", str(SEEDS), "--out", str(tmp_path / "o")]) == 2
-    )
+    assert main(["--golden", str(first), str(second), "--corpus", str(SEEDS), "--out", str(tmp_path / "o")]) == 2
     assert f"{second}:2: field 'id': id 'x-hopeless' is also used in {first}" in capsys.readouterr().err
 
 
@@ -354,9 +352,7 @@ def test_index_built_with_another_model_exits_2_naming_it(seeds_index, subset, t
     manifest = json.loads(manifest_path.read_text())
     manifest["model"] = {**manifest["model"], "name": "acme/other-embedder", "fingerprint": "0" * 16}
     manifest_path.write_text(json.dumps(manifest))
-    code = main(
-        ["--golden", str(subset), "--corpus", str(SEEDS), "--index", str(index), "--out", str(tmp_path / "o")]
-    )
+    code = main(["--golden", str(subset), "--corpus", str(SEEDS), "--index", str(index), "--out", str(tmp_path / "o")])
     assert code == 2
     assert "built with embedding model 'acme/other-embedder'" in capsys.readouterr().err
 

@@ -28,9 +28,7 @@ def cite_first_passage(body: dict[str, Any]) -> str:
     passage = re.search(r'<passage n="1">\nSource: [^\n]*\n(.*?)\n</passage>', user, re.S)
     assert passage, "the prompt lost its numbered passages"
     sentence = next(
-        s.strip()
-        for s in re.split(r"(?<=[.!?])\s+|\n", passage.group(1))
-        if len(s.split()) >= 6 and "[" not in s
+        s.strip() for s in re.split(r"(?<=[.!?])\s+|\n", passage.group(1)) if len(s.split()) >= 6 and "[" not in s
     )
     return f"**Likely cause:** {sentence} [1]\n\n**What to do:**\n- {INVENTED} [7]"
 
@@ -91,9 +89,7 @@ def test_a_follow_up_is_rewritten_by_the_llm(llm_assistant: Assistant, fake_llm:
     answer = llm_assistant.ask("and what's its default?", history)
 
     assert answer.query == REWRITTEN
-    rewrite = next(
-        b for b in fake_llm.chat_requests() if "standalone search query" in b["messages"][0]["content"]
-    )
+    rewrite = next(b for b in fake_llm.chat_requests() if "standalone search query" in b["messages"][0]["content"])
     assert "Should I raise transaction.timeout.ms?" in rewrite["messages"][-1]["content"]
 
 

@@ -29,9 +29,7 @@ NOT_COPIED = (
     "runs",
     "feedback.jsonl",
 )
-START_TIMEOUT_S = (
-    900  # venv check + ingest of the seeds (model load, Spark start-up) + serve, on a busy machine
-)
+START_TIMEOUT_S = 900  # venv check + ingest of the seeds (model load, Spark start-up) + serve, on a busy machine
 
 
 def free_port() -> int:
@@ -101,12 +99,8 @@ def test_make_run_ingests_the_seeds_and_serves_the_chat(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
-            assert process.poll() is None, (
-                f"make run exited with {process.returncode}:\n{log_path.read_text()[-3000:]}"
-            )
-            assert time.monotonic() < deadline, (
-                f"no UI after {START_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}"
-            )
+            assert process.poll() is None, f"make run exited with {process.returncode}:\n{log_path.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no UI after {START_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}"
             try:
                 with urllib.request.urlopen(url, timeout=5) as response:
                     page = response.read().decode("utf-8")
