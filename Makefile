@@ -49,6 +49,8 @@ bench: venv index
 
 lint: venv
 	$(BIN)/ruff check rag ui evals tests benchmarks
+	$(BIN)/ruff format --check rag ui evals tests benchmarks
+	$(BIN)/mypy
 
 clean:
 	rm -rf index/CURRENT index/versions evals/runs

@@ -114,12 +114,14 @@ def choose_index_type(count: int, flat_max: int) -> dict[str, Any]:
 
 def build_faiss(vectors: np.ndarray, spec: Mapping[str, Any]) -> faiss.Index:
     dimension = vectors.shape[1]
+    index: faiss.Index
     if spec["type"] == "Flat":
         index = faiss.IndexFlatIP(dimension)
     else:
-        index = faiss.IndexHNSWFlat(dimension, int(spec["M"]), faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = int(spec["efConstruction"])
-        index.hnsw.efSearch = int(spec["efSearch"])
+        hnsw = faiss.IndexHNSWFlat(dimension, int(spec["M"]), faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = int(spec["efConstruction"])
+        hnsw.hnsw.efSearch = int(spec["efSearch"])
+        index = hnsw
     if len(vectors):
         index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     return index

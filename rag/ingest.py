@@ -20,7 +20,7 @@ from typing import Any
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
 from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
-from rag.embedding import load_embedder, model_identity
+from rag.embedding import SentenceTransformerEmbedder, load_embedder, model_identity
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
 from rag.sentences import split_units
@@ -135,12 +135,13 @@ def embed_rows(
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
     driver can record it without loading the model itself.
     """
-    embedder = None
+    embedder: SentenceTransformerEmbedder | None = None
     batch: list[dict[str, Any]] = []
     seconds = 0.0
 
     def flush() -> Iterator[dict[str, Any]]:
         nonlocal seconds
+        assert embedder is not None  # loaded before the first row is batched
         units = [split_units(r["text"]) for r in batch]
         texts = [r["embedding_text"] for r in batch] + [u for row_units in units for u in row_units]
         started = time.perf_counter()
@@ -338,6 +339,7 @@ def run_ingest(
 
     chunk_rows.sort(key=lambda r: (r["source_path"], r["start"], r["chunk_id"]))
     chunk_rows = _dedupe_ids(chunk_rows)
+    skipped.sort(key=lambda s: s["source_path"])
     manifest = {
         "model": identity,
         "chunker": config.chunker(),
@@ -349,7 +351,7 @@ def run_ingest(
             "skipped": len(skipped),
         },
         "files": sorted(documents, key=lambda d: d["source_path"]),
-        "skipped": sorted(skipped, key=lambda s: s["source_path"]),
+        "skipped": skipped,
         "sources": [str(Path(s).resolve()) for s in sources],
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "spark_master": master,
@@ -370,7 +372,7 @@ def run_ingest(
         len(chunk_rows),
         embedded,
         len(chunk_rows) - embedded,
-        tuple(manifest["skipped"]),
+        tuple(skipped),
         engine_name,
         master,
         round(time.perf_counter() - started, 3),

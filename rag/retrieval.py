@@ -142,7 +142,7 @@ class Retriever:
         }
         return sorted(best, key=lambda row: (-best[row], row))
 
-    def _identifier_matches(self, query_identifiers: tuple[str, ...]) -> dict[int, set[str]]:
+    def _identifier_matches(self, query_identifiers: tuple[str, ...]) -> dict[int, frozenset[str]]:
         if not query_identifiers:
             return {}
         wanted = set(query_identifiers)

@@ -77,10 +77,13 @@ class Assistant:
     def status(self) -> IndexStatus:
         summary = summarize(self._retriever.index.manifest)
         return IndexStatus(
-            **{
-                k: summary[k] or ("" if k in ("version", "model", "built_at", "index_type") else 0)
-                for k in ("version", "documents", "chunks", "model", "built_at", "index_type", "skipped")
-            }
+            version=summary["version"] or "",
+            documents=summary["documents"],
+            chunks=summary["chunks"],
+            model=summary["model"] or "",
+            built_at=summary["built_at"] or "",
+            index_type=summary["index_type"] or "",
+            skipped=summary["skipped"],
         )
 
     # ------------------------------------------------------------------------------------------ public API
