@@ -38,7 +38,7 @@ SCHEMA_VERSION = 1
 KEEP_VERSIONS = 3
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200  # benchmarks/index_recall.py: at 100k vectors 80 could not reach 0.98 recall@10
-HNSW_EF_SEARCH = 512  # 0.985 recall@10 of the golden questions at 100k, 0.9 ms per query on one thread
+HNSW_EF_SEARCH = 512  # 0.985 recall@10 of the golden questions at 100k, ~1 ms per query on one thread
 
 CHUNK_SCHEMA = pa.schema(
     [

@@ -24,6 +24,7 @@ from rag.embedding import SentenceTransformerEmbedder, load_embedder, model_iden
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
 from rag.sentences import split_units
+from rag.settings import Settings
 
 Progress = Callable[[str], None]
 ROWS_PER_ENCODE = 256  # chunk rows per encode call (with their sentence units): enough to sort texts by length
@@ -239,7 +240,7 @@ def run_ingest(
     engine: Engine = local_engine,
     engine_name: str = "local",
     master: str = "",
-    flat_index_max: int = 100_000,
+    flat_index_max: int = Settings.flat_index_max,
     progress: Progress = no_progress,
     before_publish: Any = None,
     reuse: bool = True,
