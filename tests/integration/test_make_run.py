@@ -25,6 +25,7 @@ NOT_COPIED = (
     "__pycache__",
     ".pytest_cache",
     ".ruff_cache",
+    ".mypy_cache",
     "*.egg-info",
     "runs",
     "feedback.jsonl",
