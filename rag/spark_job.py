@@ -149,18 +149,23 @@ def _reporting_tasks(context: Any, progress: Progress, every_s: float = 2.0) -> 
     context.setJobGroup(group, "kafka-rag ingest")
     stopped = threading.Event()
 
+    from py4j.protocol import Py4JError
+
     def watch() -> None:
         reported = (0, 0)
         finished = False
         while not finished:
             finished = stopped.wait(every_s)  # one last report after the block, so the final count shows
-            tracker = context.statusTracker()
-            stages = [
-                tracker.getStageInfo(stage_id)
-                for job_id in tracker.getJobIdsForGroup(group)
-                if (job := tracker.getJobInfo(job_id)) is not None
-                for stage_id in job.stageIds
-            ]
+            try:
+                tracker = context.statusTracker()
+                stages = [
+                    tracker.getStageInfo(stage_id)
+                    for job_id in tracker.getJobIdsForGroup(group)
+                    if (job := tracker.getJobInfo(job_id)) is not None
+                    for stage_id in job.stageIds
+                ]
+            except Py4JError:  # the JVM went away: the job itself fails and says why
+                return
             counts = (
                 sum(stage.numCompletedTasks for stage in stages if stage),
                 sum(stage.numTasks for stage in stages if stage),
