@@ -85,6 +85,8 @@ def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> 
     # PySpark starts executors' Python as $PYSPARK_PYTHON or a bare "python3" from PATH, which is not
     # this environment; nodes of a cluster need this same interpreter path unless the user sets it.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):  # stay on loopback (and skip the JVM's warning about the hostname)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.master(master)
         .appName("kafka-rag-ingest")
