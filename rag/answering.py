@@ -16,10 +16,8 @@ import numpy as np
 
 from rag.identifiers import extract_identifiers
 from rag.lexical import tokenize
-from rag.passages import Citation, Passage
+from rag.passages import NOT_COVERED, Citation, Passage
 from rag.retrieval import Hit, Ranking, Retriever
-
-NOT_COVERED = "The knowledge base does not cover this."
 
 _DO = re.compile(
     r"^(?:- )?(?:\d+\)\s*)?(?:Set|Use|Ensure|Make sure|Increase|Decrease|Reduce|Raise|Lower|Upgrade|Restart|Add|"
@@ -70,11 +68,11 @@ class Evidence:
 
 @dataclass(frozen=True)
 class AbstentionPolicy:
-    """Thresholds calibrated on the golden set's answerable and unanswerable questions (see README)."""
+    """Thresholds from `Settings`, calibrated on the golden set's answerable and unanswerable questions."""
 
-    min_dense: float = 0.30
-    min_term_coverage: float = 0.08
-    min_dense_with_unknown_name: float = 0.75
+    min_dense: float
+    min_term_coverage: float
+    min_dense_with_unknown_name: float
 
 
 # Requests no troubleshooting knowledge base answers, whatever words they share with it.
@@ -88,13 +86,14 @@ _NAME = re.compile(
 def assess(retriever: Retriever, question: str, query: str, ranking: Ranking) -> Evidence:
     rows = [hit.row for hit in ranking.hits[:3]]
     best = max((hit.dense for hit in ranking.hits), default=0.0)
+    # The user's own identifiers only: a follow-up's rewrite carries the earlier turns' identifiers.
+    asked = set(extract_identifiers(question))
     return Evidence(
         best_dense=best,
         term_coverage=retriever.term_coverage(query, rows),
         unknown_names=tuple(name for name in _names(question) if retriever.unknown_term(name)),
         off_topic=bool(_OFF_TOPIC.search(question)),
-        # The user's own identifiers only: a follow-up's rewrite carries the earlier turns' identifiers.
-        identifier_match=any(set(extract_identifiers(question)) & set(hit.identifiers) for hit in ranking.hits[:3]),
+        identifier_match=any(asked & set(hit.identifiers) for hit in ranking.hits[:3]),
     )
 
 
@@ -117,7 +116,7 @@ def _names(question: str) -> list[str]:
     names = []
     for sentence in re.split(r"(?<=[.!?:])\s+|\n+", question):
         for match in _NAME.finditer(sentence):
-            if match.start() > 0 or _NAME.fullmatch(match.group(0)) and not match.group(0).istitle():
+            if match.start() > 0 or not match.group(0).istitle():
                 names.append(match.group(0))
     return names
 

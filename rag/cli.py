@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rag.errors import KafkaRagError, QuestionError, SourceNotFoundError
-from rag.settings import Settings
+from rag.settings import RETRIEVAL_MODES, Settings
 
 SAMPLE_QUESTION = "What does error code 121 INVALID_RECORD_STATE mean?"
 _ADAPTERS = {"serve": "ui.web", "slack": "ui.slack_app", "eval": "evals.runner"}
@@ -67,7 +67,7 @@ def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
             command.add_argument("--json", action="store_true", help="print the Answer as JSON")
         command.add_argument("--index", type=Path, help="index directory (default: index/)")
         command.add_argument("--llm", action="store_true", help="answer with the configured LLM (KAFKA_RAG_LLM_*)")
-        command.add_argument("--retrieval", choices=("dense", "bm25", "hybrid"))
+        command.add_argument("--retrieval", choices=RETRIEVAL_MODES)
         command.add_argument("--top-k", type=int)
         command.set_defaults(handler=_ask if name == "ask" else _chat)
 

@@ -24,9 +24,7 @@ _WRITE_LOCK = threading.Lock()
 def check_writable(path: Path) -> None:
     """Fail at start-up, not at the first click, when the feedback file cannot be appended to."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.close(fd)
+        os.close(_open_for_append(path))
     except OSError as exc:
         raise ConfigurationError(
             f"Feedback file {path} is not writable ({exc.strerror}): set KAFKA_RAG_FEEDBACK_PATH to a writable file"
@@ -74,12 +72,16 @@ def append_feedback(path: Path, record: Mapping[str, Any]) -> None:
     """Append one line atomically (one write call on an O_APPEND descriptor)."""
     line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
     with _WRITE_LOCK:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = _open_for_append(path)
         try:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+
+def _open_for_append(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 def read_feedback(path: Path) -> Iterator[dict[str, Any]]:

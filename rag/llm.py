@@ -27,7 +27,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from rag.errors import ConfigurationError, GenerationError
-from rag.passages import Citation, Passage
+from rag.passages import NOT_COVERED, Citation, Passage
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ MARKER_MIN_OVERLAP = 0.2
 # Sentences with fewer content words (and no marker) are layout, not claims ("Likely cause:").
 MIN_CLAIM_WORDS = 2
 UNSUPPORTED_FLAG = "*(unsupported)*"
-NOT_COVERED = "The knowledge base does not cover this."
 HISTORY_TURNS = 6  # earlier turns shown to the model, most recent last
 HISTORY_TURN_CHARS = 1200
 MAX_QUERY_CHARS = 300

@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+NOT_COVERED = "The knowledge base does not cover this."  # an abstention's answer, and what the LLM must reply
+
 
 @dataclass(frozen=True)
 class Passage:

@@ -4,7 +4,7 @@ Pasted logs and stack traces are mostly noise for retrieval (timestamps, thread 
 frames, hex ids); `reduce_to_signal` keeps the exception classes and messages, the `Caused by`
 chain, config keys and error codes, plus any prose the user wrote around the paste. A follow-up
 ("and what's its default?") is rewritten deterministically into a standalone query by carrying the
-subject of the earlier user turns; an LLM rewrite replaces this when an LLM is configured.
+subject of the earlier user turns; the LLM's rewrite replaces this when the LLM answerer is on.
 """
 
 from __future__ import annotations

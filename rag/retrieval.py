@@ -26,13 +26,15 @@ from rag.settings import RETRIEVAL_MODES
 
 @dataclass(frozen=True)
 class FusionWeights:
-    candidates: int = 40
-    rrf_k: int = 60
-    dense: float = 1.0
-    bm25: float = 1.0
-    identifier: float = 2.0
-    sentence: float = 1.0
-    max_per_section: int = 4
+    """Retrieval knobs, from `Settings` (where the tuned defaults live)."""
+
+    candidates: int
+    rrf_k: int
+    dense: float
+    bm25: float
+    identifier: float
+    sentence: float
+    max_per_section: int
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,6 @@ class Ranking:
 class Retriever:
     def __init__(self, index: LoadedIndex, embedder: Embedder) -> None:
         self.index = index
-        self.embedder = embedder
         self._queries = QueryBatcher(embedder)
         columns = index.chunks
         self._identifiers = [frozenset(ids) for ids in columns.column("identifiers").to_pylist()]
@@ -95,7 +96,7 @@ class Retriever:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         query_vector = self._queries.encode(query)
-        timings["embed_query"] = _ms(started)
+        timings["embed_query"] = elapsed_ms(started)
 
         started = time.perf_counter()
         depth = min(max(weights.candidates, k * 4), self.size)
@@ -104,12 +105,12 @@ class Retriever:
             dense_order = [int(r) for r in dense_rows[0] if r >= 0]
         else:
             dense_order = []
-        timings["dense"] = _ms(started)
+        timings["dense"] = elapsed_ms(started)
 
         started = time.perf_counter()
         lexical = bm25_scores(self.index.bm25, query) if mode != "dense" else np.zeros(self.size, dtype=np.float32)
         lexical_order = [int(r) for r in np.argsort(-lexical, kind="stable")[:depth] if lexical[r] > 0]
-        timings["bm25"] = _ms(started)
+        timings["bm25"] = elapsed_ms(started)
 
         started = time.perf_counter()
         query_identifiers = extract_identifiers(query)
@@ -130,7 +131,7 @@ class Retriever:
             Hit(row, scores[row], float(dense_scores[row]), tuple(sorted(matched.get(row, {}))))
             for row in self._diverse(order, k, weights.max_per_section)
         )
-        timings["fuse"] = _ms(started)
+        timings["fuse"] = elapsed_ms(started)
         return Ranking(hits, query_vector, query_identifiers, timings)
 
     def _sentence_order(self, candidates: list[int], query_vector: np.ndarray) -> list[int]:
@@ -233,5 +234,6 @@ def _searchable(row: dict) -> str:
     return f"{' '.join(row['section_path'])}\n{row['text']}"
 
 
-def _ms(started: float) -> float:
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since `started` (a `time.perf_counter()` reading), for the per-stage timings."""
     return round((time.perf_counter() - started) * 1000, 3)

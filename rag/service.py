@@ -1,8 +1,8 @@
 """The one service API every adapter uses: `Assistant.from_settings(...)`, `ask`, `stream`, `search`.
 
     question, history
-      → follow-up rewrite (deterministic, or the LLM's when one is configured)
       → log/long-input reduction to the error signal
+      → follow-up rewrite (deterministic, or the LLM's when the LLM answerer is on)
       → hybrid retrieval (dense + BM25 + identifiers, fused, diverse)
       → abstain when the evidence is weak, else answer (extractive, or LLM with validated citations)
       → Answer (text with [n] markers, citations in marker order, query used, timings per stage)
@@ -24,7 +24,7 @@ from rag.errors import GenerationError, IndexNotFoundError, QuestionError
 from rag.index_store import current_version, load_index, summarize
 from rag.passages import Answer, IndexStatus, SearchResult
 from rag.query import reduce_to_signal, rewrite_followup
-from rag.retrieval import FusionWeights, Ranking, Retriever
+from rag.retrieval import FusionWeights, Ranking, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, Settings
 
 History = Sequence[Mapping[str, str]]  # [{"role": "user"|"assistant", "content": "..."}]
@@ -141,8 +141,8 @@ class Assistant:
                 self._retriever, prepared.query, prepared.ranking, self.settings.max_answer_sentences, question
             )
             yield draft.text
-        timings["answer"] = _ms(stage)
-        timings["total"] = _ms(started)
+        timings["answer"] = elapsed_ms(stage)
+        timings["total"] = elapsed_ms(started)
         yield Answer(
             question=prepared.question,
             text=draft.text,
@@ -180,7 +180,7 @@ class Assistant:
         query = reduced.text
         if history:
             query = self._rewrite(query, history, use_llm, notes)
-        timings["rewrite"] = _ms(started)
+        timings["rewrite"] = elapsed_ms(started)
         ranking = self._retriever.rank(query, k, mode, self._weights)
         timings.update(ranking.timings_ms)
         shown = question if len(question) <= 2000 else question[:2000] + " …"
@@ -229,7 +229,3 @@ class Assistant:
                 build_chat_model(s.llm_provider, s.llm_base_url, s.llm_model, s.llm_timeout_s, s.llm_temperature)
             )
         return self._llm
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)

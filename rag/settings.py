@@ -1,7 +1,7 @@
 """The one settings object, read from `KAFKA_RAG_*` environment variables at entry points.
 
-Pure functions never take `Settings`; entry points (CLI, UI, Slack, evals) load it once, apply their
-flags with `dataclasses.replace`, and pass plain values down. Secrets (LLM keys, Slack tokens) are not
+Pure functions never take `Settings`; entry points (CLI, UI, Slack, evals) load it once with their
+flags as `Settings.from_env(**overrides)`, and pass plain values down. Secrets (LLM keys, Slack tokens) are not
 settings: they are read from the environment where they are used and never logged or serialised.
 """
 
