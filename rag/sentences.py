@@ -38,12 +38,17 @@ def _prose_units(text: str) -> list[str]:
 
 def _logical_lines(paragraph: str) -> list[str]:
     """Each line stands alone, except a `# comment` line, which stays with the command it describes."""
-    lines = [line.strip() for line in paragraph.split("\n") if line.strip()]
+    lines: list[tuple[int, str]] = []  # (offset in the paragraph, stripped line)
+    offset = 0
+    for raw in paragraph.split("\n"):
+        if line := raw.strip():
+            lines.append((paragraph.index(line, offset), line))
+        offset += len(raw) + 1
     merged: list[str] = []
-    for index, line in enumerate(lines):
-        if index and lines[index - 1].startswith("# ") and not line.startswith("#"):
-            start = paragraph.index(lines[index - 1])
-            merged[-1] = paragraph[start : paragraph.index(line, start) + len(line)]
+    for index, (start, line) in enumerate(lines):
+        previous_start, previous = lines[index - 1] if index else (0, "")
+        if previous.startswith("# ") and not line.startswith("#"):
+            merged[-1] = paragraph[previous_start : start + len(line)]
         else:
             merged.append(line)
     return merged

@@ -55,6 +55,14 @@ def test_unfenced_comment_and_command_in_prose_stay_together():
     assert split_units(text) == [text]
 
 
+def test_a_repeated_comment_joins_only_the_command_under_it():
+    text = "# create the topic\nkafka-topics.sh --create x\n# create the topic\nkafka-topics.sh --describe x"
+    assert split_units(text) == [
+        "# create the topic\nkafka-topics.sh --create x",
+        "# create the topic\nkafka-topics.sh --describe x",
+    ]
+
+
 def test_short_fragments_are_dropped_and_long_ones_capped():
     long_sentence = "word " * 300
     units = split_units(f"Ok.\n\nYes!\n\n{long_sentence}")
