@@ -67,12 +67,12 @@ def run_cli(corpus: Path, index_dir: Path, master: str) -> tuple[float, dict[str
 
 def encoded_texts(index_dir: Path) -> tuple[list[str], np.ndarray]:
     """What `embed_rows` encoded for this index, in table order, and the vectors it stored for them."""
-    from rag.chunking import PATH_SEPARATOR
+    from rag.chunking import dense_text
     from rag.sentences import split_units
 
     version = (index_dir / "CURRENT").read_text().strip()
     rows = pq.read_table(index_dir / "versions" / version / "chunks.parquet").to_pylist()
-    texts = [f"{PATH_SEPARATOR.join(r['section_path'])}\n\n{r['text']}" for r in rows]
+    texts = [dense_text(r["section_path"], r["text"]) for r in rows]
     vectors = [r["vector"] for r in rows]
     for row in rows:
         texts += split_units(row["text"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from rag.documents import Document, Section
@@ -38,8 +38,17 @@ class Chunk:
 
     @property
     def embedding_text(self) -> str:
-        """What the model sees: the section path first, so a heading informs every piece of its body."""
-        return f"{PATH_SEPARATOR.join(self.section_path)}\n\n{self.text}"
+        return dense_text(self.section_path, self.text)
+
+
+def dense_text(section_path: Sequence[str], text: str) -> str:
+    """What the model sees: the section path first, so a heading informs every piece of its body."""
+    return f"{PATH_SEPARATOR.join(section_path)}\n\n{text}"
+
+
+def lexical_text(section_path: Sequence[str], text: str) -> str:
+    """What BM25, term coverage and identifier extraction read: the same words as `dense_text`."""
+    return f"{' '.join(section_path)}\n{text}"
 
 
 def document_text(document: Document) -> str:
@@ -80,12 +89,8 @@ def _chunk_sections(
 ) -> Iterator[Chunk]:
     """One or more sections (only the last may be large) into chunks named after the first section."""
     first, start = sections[0]
-    if len(sections) == 1:
-        text = first.text
-        start += len(_section_block(first)) - len(first.text)
-    else:
-        text = "\n\n".join(_section_block(s) if i else s.text for i, (s, _) in enumerate(sections))
-        start += len(_section_block(first)) - len(first.text)
+    text = "\n\n".join(_section_block(s) if i else s.text for i, (s, _) in enumerate(sections))
+    start += len(_section_block(first)) - len(first.text)
     path = (document.title, *first.headings)
     anchor = next((s.anchor for s, _ in sections if s.anchor), "")
     url = f"{document.url.split('#')[0]}#{anchor}" if document.url and anchor else document.url
@@ -97,7 +102,7 @@ def _chunk_sections(
             title=document.title,
             section_path=path,
             text=piece,
-            identifiers=extract_identifiers(f"{' '.join(path)}\n{piece}"),
+            identifiers=extract_identifiers(lexical_text(path, piece)),
             start=start + piece_start,
             end=start + piece_start + len(piece),
             url=url,

@@ -28,7 +28,8 @@ _ADAPTER_HELP = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Set before huggingface_hub is imported (it reads this once): a missing model never hangs on the network.
+    os.environ.setdefault("HF_HUB_OFFLINE", os.environ.get("KAFKA_RAG_HF_OFFLINE", "1"))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no weight-loading progress bar on every command
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

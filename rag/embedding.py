@@ -8,7 +8,6 @@ lookup by name. Vectors are L2-normalised float32, so inner product is cosine si
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +76,6 @@ class SentenceTransformerEmbedder:
             torch.set_num_threads(threads)
         from sentence_transformers import SentenceTransformer
 
-        if not Path(location).exists():
-            # Only a hub name is left: never let a missing model turn into a hang on the network.
-            os.environ.setdefault("HF_HUB_OFFLINE", os.environ.get("KAFKA_RAG_HF_OFFLINE", "1"))
         try:
             self._model = SentenceTransformer(location, device="cpu")
         except (OSError, ValueError) as exc:

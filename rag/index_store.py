@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rag.chunking import lexical_text
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
 from rag.lexical import build_bm25, load_bm25, save_bm25
@@ -168,9 +169,8 @@ def write_version(
 
 
 def _embedding_texts(table: pa.Table) -> list[str]:
-    """BM25 sees what the dense model sees: section path, then text."""
     return [
-        f"{' '.join(path)}\n{text}"
+        lexical_text(path, text)
         for path, text in zip(table.column("section_path").to_pylist(), table.column("text").to_pylist(), strict=True)
     ]
 

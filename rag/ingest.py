@@ -20,7 +20,7 @@ from typing import Any
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
 from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
-from rag.embedding import SentenceTransformerEmbedder, load_embedder, model_identity
+from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, load_embedder, model_identity
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
 from rag.sentences import split_units
@@ -255,8 +255,8 @@ def run_ingest(
     reusable = reuse and previous is not None and _same_build_settings(previous, config)
     previous_files = {f["source_path"]: f for f in previous.get("files", [])} if reusable and previous else {}
     unchanged_files = [f for f in files if previous_files.get(f.source_path, {}).get("sha256") == f.sha256]
-    changed_files = [f for f in files if f not in unchanged_files]
-    previous_skips = {s["source_path"]: s for s in (previous or {}).get("skipped", [])}
+    unchanged_paths = {f.source_path for f in unchanged_files}
+    changed_files = [f for f in files if f.source_path not in unchanged_paths]
     if reusable and previous and not changed_files and set(previous_files) == {f.source_path for f in files}:
         version = previous["version"]
         progress(f"unchanged: all {len(files)} files match version {version}; nothing to do")
@@ -317,9 +317,7 @@ def run_ingest(
     new_docs = [r for r in rows if r["kind"] == "doc"]
     file_hashes = {f.source_path: f for f in files}
     skipped += [{"source_path": r["source_path"], "reason": r["reason"]} for r in rows if r["kind"] == "skip"]
-    documents = [
-        _file_entry(previous_files[f.source_path], f) for f in unchanged_files if f.source_path not in previous_skips
-    ]
+    documents = [_file_entry(previous_files[f.source_path], f) for f in unchanged_files]
     documents += [
         {
             "source_path": d["source_path"],
@@ -409,14 +407,8 @@ def _model_entry(
                 f"Workers loaded different models for '{config.model}': check the model path on every node"
             )
         first = models[0]
-        return {
-            "name": config.model,
-            "dimension": first["dimension"],
-            "fingerprint": first["fingerprint"],
-            "normalized": True,
-            "backend": "sentence-transformers/torch",
-            "metric": "inner_product",
-        }
+        identity = ModelIdentity(config.model, first["dimension"], first["fingerprint"])
+        return {**asdict(identity), "metric": "inner_product"}
     return dict(previous["model"]) if previous else None
 
 

@@ -94,11 +94,6 @@ _STOPWORDS = frozenset(
         "yes",
         "get",
         "got",
-        "there's",
-        "it's",
-        "i'm",
-        "don't",
-        "doesn't",
     ]
 )
 

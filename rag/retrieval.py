@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag.chunking import lexical_text
 from rag.embedding import Embedder, QueryBatcher
 from rag.errors import RetrievalError
 from rag.identifiers import extract_identifiers
@@ -82,8 +83,8 @@ class Retriever:
         self._rows = columns.to_pylist()
         identifier_counts: Counter[str] = Counter(i for ids in self._identifiers for i in ids)
         self._identifier_idf = {i: math.log(1 + len(self._rows) / n) for i, n in identifier_counts.items()}
-        token_counts: Counter[str] = Counter(t for row in self._rows for t in set(tokenize(_searchable(row))))
-        self._token_df = token_counts
+        self._row_terms = [frozenset(tokenize(lexical_text(r["section_path"], r["text"]))) for r in self._rows]
+        self._token_df: Counter[str] = Counter(t for terms in self._row_terms for t in terms)
 
     @property
     def size(self) -> int:
@@ -202,7 +203,7 @@ class Retriever:
         terms = set(tokenize(query))
         if not terms:
             return 0.0
-        present = set().union(*(set(tokenize(_searchable(self._rows[r]))) for r in rows)) if rows else set()
+        present = set().union(*(self._row_terms[r] for r in rows))
         total = self.size or 1
         weight = {t: math.log(1 + total / (1 + self._token_df.get(t, 0))) for t in terms}
         return sum(weight[t] for t in terms if t in present) / sum(weight.values())
@@ -228,10 +229,6 @@ class Retriever:
 
     def row(self, row: int) -> dict:
         return self._rows[row]
-
-
-def _searchable(row: dict) -> str:
-    return f"{' '.join(row['section_path'])}\n{row['text']}"
 
 
 def elapsed_ms(started: float) -> float:

@@ -22,38 +22,17 @@ from typing import Any
 
 from rag.errors import ConfigurationError
 from rag.ingest import IngestConfig, Progress, SourceFile, chunk_files, embed_rows, no_progress
+from rag.settings import Settings
 
 EMBED_TASKS_PER_CORE = 4
 
-ROW_FIELDS = (
-    "kind",
-    "chunk_id",
-    "doc_id",
-    "source_path",
-    "title",
-    "section_path",
-    "text",
-    "identifiers",
-    "start",
-    "end",
-    "url",
-    "embedding_text",
-    "vector",
-    "unit_vectors",
-    "format",
-    "chunks",
-    "reason",
-    "name",
-    "dimension",
-    "fingerprint",
-    "encode_seconds",
-)
 ROW_SCHEMA = (
     "kind string, chunk_id string, doc_id string, source_path string, title string, section_path array<string>, "
     "text string, identifiers array<string>, start long, end long, url string, embedding_text string, "
     "vector array<float>, unit_vectors array<array<float>>, format string, chunks long, reason string, "
     "name string, dimension long, fingerprint string, encode_seconds double"
 )
+ROW_FIELDS = tuple(column.split()[0] for column in ROW_SCHEMA.split(", "))
 
 
 def check_java() -> str:
@@ -92,7 +71,6 @@ def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> 
         .appName("kafka-rag-ingest")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
         # One job of two stages, as planned: nothing here to adapt, and task counts stay true for progress.
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.python.worker.reuse", "true")
@@ -128,7 +106,7 @@ def _ship_package(context: Any) -> None:
     context.addPyFile(archive)
 
 
-def spark_engine(master: str, arrow_batch_size: int = 1000):
+def spark_engine(master: str, arrow_batch_size: int = Settings.arrow_batch_size):
     """An `Engine` for `run_ingest` that runs the stages on Spark at `master`."""
 
     def run(
