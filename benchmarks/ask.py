@@ -8,15 +8,13 @@ Target (issue 3): p50 <= 25 ms and p95 <= 60 ms on 2 cores, extractive answerer,
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from evals.golden import load_golden
+from rag import Assistant, Settings
 
-from rag import Assistant, Settings  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -33,14 +31,14 @@ def main() -> None:
     args = parser.parse_args()
 
     assistant = Assistant.from_settings(Settings.from_env(index_dir=args.index, answerer="extractive"))
-    questions = [json.loads(line) for line in args.golden.read_text(encoding="utf-8").splitlines() if line.strip()]
+    questions = load_golden(args.golden)
     for item in questions[:5]:  # warm-up: first calls pay for lazy allocations
-        assistant.ask(item["question"], item.get("history", []), retrieval=args.retrieval)
+        assistant.ask(item.question, list(item.history), retrieval=args.retrieval)
     totals: list[float] = []
     stages: dict[str, list[float]] = {}
     for _ in range(args.rounds):
         for item in questions:
-            answer = assistant.ask(item["question"], item.get("history", []), retrieval=args.retrieval)
+            answer = assistant.ask(item.question, list(item.history), retrieval=args.retrieval)
             totals.append(answer.timings_ms["total"])
             for stage, ms in answer.timings_ms.items():
                 stages.setdefault(stage, []).append(ms)

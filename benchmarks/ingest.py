@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = {"seeds": REPO / "seeds", "kafka-docs": REPO.parent / "shared" / "corpora" / "kafka-docs"}
@@ -68,10 +67,12 @@ def run_cli(corpus: Path, index_dir: Path, master: str) -> tuple[float, dict[str
 def encoded_texts(index_dir: Path) -> tuple[list[str], np.ndarray]:
     """What `embed_rows` encoded for this index, in table order, and the vectors it stored for them."""
     from rag.chunking import dense_text
+    from rag.index_store import read_chunk_table
     from rag.sentences import split_units
 
-    version = (index_dir / "CURRENT").read_text().strip()
-    rows = pq.read_table(index_dir / "versions" / version / "chunks.parquet").to_pylist()
+    table = read_chunk_table(index_dir)
+    assert table is not None, f"no index in {index_dir}"
+    rows = table.to_pylist()
     texts = [dense_text(r["section_path"], r["text"]) for r in rows]
     vectors = [r["vector"] for r in rows]
     for row in rows:
@@ -98,12 +99,12 @@ def plain_encode(texts: list[str], batch_size: int) -> tuple[float, float, np.nd
     return loaded, time.perf_counter() - started, vectors
 
 
-def spark_startup(master: str) -> float:
+def spark_startup(master: str, threads_per_task: int, arrow_batch_size: int) -> float:
     """Seconds to start (and stop) a Spark session like the ingest job's, in this process."""
     from rag.spark_job import spark_session
 
     started = time.perf_counter()
-    spark = spark_session(master, 1, 1000)
+    spark = spark_session(master, threads_per_task, arrow_batch_size)
     spark.sparkContext.parallelize([0], 1).count()  # the session is usable, not just created
     spark.stop()
     return time.perf_counter() - started
@@ -188,12 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from rag.settings import Settings
 
-    batch_size = Settings.from_env({}).encode_batch_size
+    defaults = Settings.from_env({})
+    batch_size = defaults.encode_batch_size
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: figures are noisy)",
         flush=True,
     )
-    startup = spark_startup(args.master)
+    startup = spark_startup(args.master, defaults.threads_per_task, defaults.arrow_batch_size)
     names = ["seeds", "kafka-docs"] if args.corpus == "all" else [args.corpus]
     results = []
     for name in names:

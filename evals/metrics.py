@@ -35,10 +35,15 @@ _STOP_WORDS = frozenset(
 )
 
 
+def contains_evidence(text: str, evidence: Sequence[str]) -> bool:
+    """Whether `text` holds one of the evidence strings (whitespace and case normalised)."""
+    body = normalise(text)
+    return any(normalise(e) in body for e in evidence if e.strip())
+
+
 def grade(text: str, source_path: str, evidence: Sequence[str], sources: Sequence[str]) -> int:
     """2 if the passage contains an evidence string, 1 if it is from a source document, else 0."""
-    body = normalise(text)
-    if any(normalise(e) in body for e in evidence if e.strip()):
+    if contains_evidence(text, evidence):
         return 2
     return 1 if source_path in sources else 0
 
@@ -92,8 +97,7 @@ def _content_words(text: str) -> set[str]:
 
 def citation_ok(passage: str, quotes: Sequence[str], evidence: Sequence[str]) -> bool:
     """A citation is precise when its passage contains the evidence or supports every quoted sentence."""
-    body = normalise(passage)
-    if any(normalise(e) in body for e in evidence if e.strip()):
+    if contains_evidence(passage, evidence):
         return True
     return bool(quotes) and all(supports(passage, q) for q in quotes)
 

@@ -71,7 +71,8 @@ def build_tables(
 ) -> list[Table]:
     """All report tables; `scores` is keyed by mode in run order, `rows` are the primary mode's questions."""
     modes = list(scores)
-    by_mode = {mode: _mode_metrics(doc, mode, modes[0]) for mode in modes}
+    blocks = modes_of(doc)
+    by_mode = {mode: blocks[mode] for mode in modes}
     primary = scores[modes[0]]
     tables = [
         _metric_table("Overall", MAIN_METRICS, by_mode),
@@ -84,8 +85,9 @@ def build_tables(
     return tables
 
 
-def _mode_metrics(doc: Mapping[str, Any], mode: str, primary: str) -> Mapping[str, Any]:
-    return doc if mode == primary else doc["by_mode"][mode]
+def modes_of(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Every mode's metrics block in a metrics.json, the flat primary one included."""
+    return {doc["mode"]: doc, **doc.get("by_mode", {})}
 
 
 def _metric_table(title: str, names: Sequence[str], by_mode: Mapping[str, Mapping[str, Any]]) -> Table:

@@ -32,7 +32,7 @@ from evals.metrics import (
     regressions,
     summarise,
 )
-from evals.report import MAIN_METRICS, build_tables, fmt, html_report, markdown_report
+from evals.report import MAIN_METRICS, build_tables, fmt, html_report, markdown_report, modes_of
 from rag import (
     ANSWERERS,
     RETRIEVAL_MODES,
@@ -54,10 +54,12 @@ SETTINGS_RECORDED = (
     "dense_weight",
     "bm25_weight",
     "identifier_weight",
+    "sentence_weight",
     "max_per_section",
     "answerer",
     "abstain_min_dense",
     "abstain_min_term_coverage",
+    "abstain_min_dense_with_unknown_name",
     "max_answer_sentences",
     "llm_provider",
     "llm_model",
@@ -348,11 +350,6 @@ def _read_baseline(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or "mode" not in doc or "per_question" not in doc:
         raise EvalError(f"baseline {path}: not a metrics.json written by 'kafka-rag eval'")
     return doc
-
-
-def modes_of(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """Every mode's metrics block in a metrics.json, the flat primary one included."""
-    return {doc["mode"]: doc, **doc.get("by_mode", {})}
 
 
 def gate(baseline: Mapping[str, Any], doc: Mapping[str, Any], name: str, log: Any) -> int:

@@ -52,7 +52,7 @@ def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
 
     ingest = commands.add_parser("ingest", help="build and publish an index from documents with Spark")
     ingest.add_argument("sources", nargs="*", metavar="SOURCE", help="folders or files (default: seeds/)")
-    ingest.add_argument("--index", type=Path, help="index directory (default: index/)")
+    ingest.add_argument("--index", type=Path, help="index directory (default: KAFKA_RAG_INDEX_DIR or index/)")
     ingest.add_argument("--master", help="Spark master URL (default: local[*]; e.g. spark://host:7077)")
     ingest.add_argument("--model", help="embedding model name or local path")
     ingest.add_argument("--no-spark", action="store_true", help="embed in this process instead of on Spark")
@@ -66,7 +66,7 @@ def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
         if name == "ask":
             command.add_argument("question", nargs="?", help="the question; read from stdin when omitted or '-'")
             command.add_argument("--json", action="store_true", help="print the Answer as JSON")
-        command.add_argument("--index", type=Path, help="index directory (default: index/)")
+        command.add_argument("--index", type=Path, help="index directory (default: KAFKA_RAG_INDEX_DIR or index/)")
         command.add_argument("--llm", action="store_true", help="answer with the configured LLM (KAFKA_RAG_LLM_*)")
         command.add_argument("--retrieval", choices=RETRIEVAL_MODES)
         command.add_argument("--top-k", type=int)

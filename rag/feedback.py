@@ -64,6 +64,7 @@ def feedback_record(
             for c in answer.citations
         ],
         "index_version": answer.index_version,
+        "answerer": answer.answerer,
         **(dict(extra) if extra else {}),
     }
 

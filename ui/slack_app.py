@@ -359,7 +359,6 @@ def _is_direct_message(event: dict[str, Any]) -> bool:
 
 def build_app(assistant: Asker, settings: Settings, *, client: WebClient, signing_secret: str) -> App:
     """The Bolt app with its listeners; `client` decides where Slack is (a fake server in tests)."""
-    check_writable(settings.feedback_path)
     bot = SlackBot(assistant, settings.feedback_path)
     try:
         app = App(client=client, signing_secret=signing_secret, before_authorize=bot.gate, name="kafka-rag")
@@ -393,7 +392,7 @@ def http_app(app: App) -> Starlette:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `kafka-rag slack`."""
-    parser.add_argument("--index", type=Path, help="index directory (default: index/)")
+    parser.add_argument("--index", type=Path, help="index directory (default: KAFKA_RAG_INDEX_DIR or index/)")
     parser.add_argument(
         "--http",
         action="store_true",
@@ -411,6 +410,7 @@ def run(args: argparse.Namespace) -> int:
     """`kafka-rag slack`: check the tokens, load the index once, then serve until interrupted."""
     credentials = read_credentials(os.environ, http=args.http)
     settings = Settings.from_env(index_dir=args.index)
+    check_writable(settings.feedback_path)  # before seconds of model loading, like the web UI
     assistant = Assistant.from_settings(settings)
     client = web_client(credentials.bot_token, base_url=os.environ.get("SLACK_API_URL"))
     app = build_app(assistant, settings, client=client, signing_secret=credentials.signing_secret)

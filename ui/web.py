@@ -176,7 +176,7 @@ class ChatHandlers:
             history=turn.history,
             comment=(comment or "").strip(),
             source="web",
-            extra={"retrieval": turn.retrieval, "top_k": turn.top_k, "answerer": turn.answer.answerer},
+            extra={"retrieval": turn.retrieval, "top_k": turn.top_k},
         )
         try:
             append_feedback(self.settings.feedback_path, record)
@@ -322,7 +322,6 @@ def serve(settings: Settings) -> None:
     options = launch_options(settings)
     assistant = Assistant.from_settings(settings)
     app = build_app(assistant, settings)
-    log.info("serving %s on http://%s:%s", TITLE, settings.ui_host, settings.ui_port)
     app.launch(**options)
 
 
