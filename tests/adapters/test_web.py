@@ -17,7 +17,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError, AuthenticationError
 
-from rag import Settings
+from rag import ConfigurationError, Settings
 from tests.adapters.conftest import BOOM, SpyAssistant, launched
 from ui import web
 
@@ -136,7 +136,7 @@ def test_basic_auth_from_settings(spy: SpyAssistant, web_settings: Settings) -> 
 
 
 def test_malformed_auth_setting_is_a_configuration_error() -> None:
-    with pytest.raises(Exception, match="user:password"):
+    with pytest.raises(ConfigurationError, match="user:password"):
         web.parse_auth("no-colon")
 
 
