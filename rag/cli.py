@@ -99,13 +99,7 @@ def _ingest(args: argparse.Namespace) -> int:
     missing = [s for s in sources if not Path(s).exists()]
     if missing:
         raise SourceNotFoundError(f"Source path {missing[0]} does not exist: pass a folder or file of documents")
-    config = IngestConfig(
-        settings.model,
-        settings.chunk_size,
-        settings.chunk_overlap,
-        settings.encode_batch_size,
-        settings.threads_per_task,
-    )
+    config = IngestConfig.from_settings(settings)
     quiet = args.quiet or args.json
     progress = no_progress if quiet else (lambda message: print(f"[ingest] {message}", file=sys.stderr, flush=True))
     if args.no_spark:

@@ -44,6 +44,16 @@ class IngestConfig:
     encode_batch_size: int = 16
     threads_per_task: int = 1
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> IngestConfig:
+        return cls(
+            settings.model,
+            settings.chunk_size,
+            settings.chunk_overlap,
+            settings.encode_batch_size,
+            settings.threads_per_task,
+        )
+
     def chunker(self) -> dict[str, Any]:
         return {
             "name": CHUNKER_NAME,

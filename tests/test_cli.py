@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,9 +12,7 @@ import pytest
 from rag import append_feedback, feedback_record
 from rag.cli import main
 from rag.passages import Answer, Citation, Passage
-
-REPO = Path(__file__).resolve().parents[1]
-KAFKA_RAG = Path(sys.executable).parent / "kafka-rag"
+from tests.conftest import run_kafka_rag
 
 STACK_TRACE = """2024-06-02 11:04:19,332 ERROR [wordcount-app-StreamThread-3] o.a.k.s.p.i.TaskManager - failed
 org.apache.kafka.common.errors.ProducerFencedException: There is a newer producer with the same transactionalId \
@@ -26,19 +22,11 @@ which fences the current one.
 """
 
 
-def _run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    env = {k: v for k, v in env.items() if not k.startswith("KAFKA_RAG_")}
-    return subprocess.run(
-        [str(KAFKA_RAG), *args], input=stdin, capture_output=True, text=True, env=env, cwd=REPO, timeout=120
-    )
-
-
 # ------------------------------------------------------------------------------------------ errors (real process)
 
 
 def test_missing_source_exits_2_with_one_line(tmp_path):
-    result = _run("ingest", str(tmp_path / "no-such-docs"), "--index", str(tmp_path / "index"))
+    result = run_kafka_rag("ingest", str(tmp_path / "no-such-docs"), "--index", str(tmp_path / "index"))
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
@@ -48,14 +36,14 @@ def test_missing_source_exits_2_with_one_line(tmp_path):
 
 
 def test_ask_without_an_index_says_to_run_ingest(tmp_path):
-    result = _run("ask", "what does error code 121 mean", "--index", str(tmp_path / "index"))
+    result = run_kafka_rag("ask", "what does error code 121 mean", "--index", str(tmp_path / "index"))
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [f"kafka-rag: No index at {tmp_path / 'index'}/: run 'kafka-rag ingest' first"]
 
 
 def test_unknown_command_is_a_usage_error():
-    result = _run("frobnicate")
+    result = run_kafka_rag("frobnicate")
     assert result.returncode == 2
     assert "invalid choice: 'frobnicate'" in result.stderr
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -24,10 +21,9 @@ import pytest
 from rag.embedding import load_embedder, model_identity
 from rag.errors import NoDocumentsError, SourceNotFoundError
 from rag.index_store import current_version, load_index, read_manifest
-from rag.ingest import IngestConfig, chunk_files, local_engine, run_ingest
+from rag.ingest import chunk_files, local_engine, run_ingest
 from rag.sentences import split_units
-from rag.settings import Settings
-from tests.conftest import REPO, SEEDS
+from tests.conftest import SEEDS, default_ingest_config, run_kafka_rag
 
 pytestmark = pytest.mark.slow
 
@@ -44,12 +40,6 @@ BAD_FILES = {
     "record.txt": (b'{"signature": "TimeoutException" "root_cause": "x"}', "malformed JSON"),
     "slides.docx": (b"PK\x03\x04 not really a document", "unsupported file type '.docx'"),
 }
-
-
-def _config() -> IngestConfig:
-    """The configuration `kafka-rag ingest` uses by default (and conftest's `seeds_index`)."""
-    defaults = Settings.from_env({})
-    return IngestConfig(defaults.model, defaults.chunk_size, defaults.chunk_overlap, defaults.encode_batch_size)
 
 
 def _must_not_run(files, config, known_ids, progress):
@@ -74,7 +64,7 @@ def _snapshot(index_dir: Path) -> dict[str, str]:
 
 
 def _chunk_ids_of(path: Path, source_path: str) -> list[str]:
-    rows = chunk_files([(source_path, path.read_bytes())], _config())
+    rows = chunk_files([(source_path, path.read_bytes())], default_ingest_config())
     return [r["chunk_id"] for r in rows if r["kind"] == "chunk"]
 
 
@@ -84,7 +74,7 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("ingest")
     corpus = root / "corpus"
     shutil.copytree(SEEDS, corpus)
-    report = run_ingest([corpus], root / "index", _config())
+    report = run_ingest([corpus], root / "index", default_ingest_config())
     return corpus, root / "index", report
 
 
@@ -106,12 +96,12 @@ def test_full_ingest_publishes_a_complete_manifest(built):
 
     assert manifest["schema_version"] == 1
     assert manifest["version"] == report.version == current_version(index_dir)
-    identity = model_identity(load_embedder(_config().model))
+    identity = model_identity(load_embedder(default_ingest_config().model))
     assert manifest["model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert manifest["model"]["dimension"] == identity.dimension == 384
     assert manifest["model"]["fingerprint"] == identity.fingerprint
     assert manifest["model"]["normalized"] is True
-    assert manifest["chunker"] == _config().chunker()
+    assert manifest["chunker"] == default_ingest_config().chunker()
     assert manifest["chunker"]["chunk_size"] == 900 and manifest["chunker"]["chunk_overlap"] == 150
     assert manifest["faiss"] == {"type": "Flat", "metric": "inner_product"}
     assert [f["source_path"] for f in manifest["files"]] == seeds
@@ -156,14 +146,14 @@ def test_full_ingest_chunk_table_and_vectors(built):
     assert {r["chunk_id"] for r in rows} == expected_ids
     assert len(rows) == len(expected_ids) == report.chunks
 
-    loaded = load_index(index_dir, expected_model=model_identity(load_embedder(_config().model)))
+    loaded = load_index(index_dir, expected_model=model_identity(load_embedder(default_ingest_config().model)))
     assert loaded.faiss_index.ntotal == len(rows)
     np.testing.assert_allclose(np.linalg.norm(loaded.vectors, axis=1), 1.0, atol=1e-5)
     for row, units in zip(rows, loaded.unit_vectors, strict=True):
         assert row["section_path"][0] == row["title"] and len(row["section_path"]) >= 1
         assert units.shape == (len(split_units(row["text"])), 384)
     # A stored vector is the model's vector for the chunk's embedding text (section path, then text).
-    embedder = load_embedder(_config().model)
+    embedder = load_embedder(default_ingest_config().model)
     sample = rows[:: max(1, len(rows) // 8)]
     fresh = embedder.encode([" › ".join(r["section_path"]) + "\n\n" + r["text"] for r in sample])
     np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), fresh, atol=1e-5)
@@ -194,7 +184,7 @@ def test_unchanged_rerun_does_nothing(workspace):
     corpus, index_dir = workspace
     before = _snapshot(index_dir)
     version = current_version(index_dir)
-    report = run_ingest([corpus], index_dir, _config(), engine=_must_not_run)
+    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_must_not_run)
     assert report.unchanged is True
     assert report.version == version and current_version(index_dir) == version
     assert (report.embedded, report.reused, report.documents) == (0, report.chunks, 5)
@@ -221,7 +211,7 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
         return local_engine(files, config, known_ids, progress)
 
     messages: list[str] = []
-    report = run_ingest([corpus], index_dir, _config(), engine=recording_engine, progress=messages.append)
+    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=recording_engine, progress=messages.append)
     assert seen == [[CHANGED]]  # unchanged files are never read again
     assert f"embedding: {expected_embedded}/{expected_embedded} chunks" in messages
     assert report.unchanged is False and report.version != old_version
@@ -245,7 +235,7 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
     # The new version serves, and its new chunk is found by what it now says.
     loaded = load_index(index_dir)
     assert loaded.version == report.version
-    query = load_embedder(_config().model).encode([NEW_SENTENCE])
+    query = load_embedder(default_ingest_config().model).encode([NEW_SENTENCE])
     _, hits = loaded.faiss_index.search(query, 1)
     assert NEW_SENTENCE in loaded.chunks.column("text")[int(hits[0][0])].as_py()
 
@@ -256,7 +246,7 @@ def test_removed_file_disappears_from_the_new_version(workspace):
     removed_ids = {cid for cid, row in before.items() if row["source_path"] == REMOVED}
     (corpus / REMOVED).unlink()
 
-    report = run_ingest([corpus], index_dir, _config(), engine=_must_not_run)
+    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_must_not_run)
     assert report.unchanged is False and report.embedded == 0
     assert report.documents == 4 and report.chunks == len(before) - len(removed_ids)
     after = _by_id(index_dir)
@@ -279,7 +269,7 @@ def test_bad_inputs_are_skipped_with_reasons_and_the_rest_ingested(tmp_path):
     for name, (data, _) in BAD_FILES.items():
         (corpus / name).write_bytes(data)
 
-    report = run_ingest([corpus], tmp_path / "index", _config())
+    report = run_ingest([corpus], tmp_path / "index", default_ingest_config())
     manifest = read_manifest(tmp_path / "index")
     assert [f["source_path"] for f in manifest["files"]] == good
     assert report.documents == 2 and report.chunks == report.embedded > 0
@@ -303,7 +293,7 @@ def test_zero_ingestible_documents_leave_the_previous_index_untouched(workspace,
     before = _snapshot(index_dir)
     version = current_version(index_dir)
     with pytest.raises(NoDocumentsError, match="No ingestible documents.*previous index is untouched"):
-        run_ingest([corpus], index_dir, _config())
+        run_ingest([corpus], index_dir, default_ingest_config())
     assert current_version(index_dir) == version
     assert _snapshot(index_dir) == before
     assert load_index(index_dir).version == version
@@ -315,13 +305,13 @@ def test_zero_ingestible_documents_without_a_previous_index(tmp_path):
     for name, (data, _) in BAD_FILES.items():
         (corpus / name).write_bytes(data)
     with pytest.raises(NoDocumentsError, match="No ingestible documents"):
-        run_ingest([corpus], tmp_path / "index", _config())
+        run_ingest([corpus], tmp_path / "index", default_ingest_config())
     assert current_version(tmp_path / "index") is None
 
 
 def test_missing_source_path(tmp_path):
     with pytest.raises(SourceNotFoundError, match="does not exist"):
-        run_ingest([SEEDS, tmp_path / "no-such-folder"], tmp_path / "index", _config())
+        run_ingest([SEEDS, tmp_path / "no-such-folder"], tmp_path / "index", default_ingest_config())
     assert not (tmp_path / "index").exists()
 
 
@@ -341,7 +331,9 @@ def test_crash_during_publish_leaves_the_old_version_serving(workspace, crash):
         raise crash
 
     with pytest.raises(type(crash)):
-        run_ingest([corpus], index_dir, _config(), engine=_must_not_run, before_publish=crash_before_publish)
+        run_ingest(
+            [corpus], index_dir, default_ingest_config(), engine=_must_not_run, before_publish=crash_before_publish
+        )
     assert len(reached) == 1 and reached[0].parent == index_dir / "versions"  # called with the new folder
     assert current_version(index_dir) == version
     loaded = load_index(index_dir)
@@ -354,30 +346,10 @@ def test_crash_during_publish_leaves_the_old_version_serving(workspace, crash):
 # ------------------------------------------------------------------------------------- CLI
 
 
-def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    """The installed `kafka-rag` command, as a user runs it (default settings, any working directory)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_RAG_")}
-    env["HF_HUB_OFFLINE"] = "1"
-    command = Path(sys.executable).parent / "kafka-rag"
-    return subprocess.run(
-        [str(command), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=400, check=False
-    )
-
-
-def test_cli_missing_source_exits_2_with_one_line(tmp_path):
-    result = _cli("ingest", str(tmp_path / "MISSING"), "--index", str(tmp_path / "index"), "--no-spark")
-    assert result.returncode == 2
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "MISSING does not exist" in lines[0] and lines[0].startswith("kafka-rag: ")
-    assert not (tmp_path / "index").exists()
-
-
 def test_cli_json_prints_the_report(workspace):
     corpus, index_dir = workspace
     (corpus / REMOVED).unlink()
-    result = _cli("ingest", str(corpus), "--index", str(index_dir), "--no-spark", "--json")
+    result = run_kafka_rag("ingest", str(corpus), "--index", str(index_dir), "--no-spark", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert set(report) == {

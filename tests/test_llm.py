@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +22,7 @@ from rag.llm import (
     validate_citations,
 )
 from rag.passages import Passage
+from tests.conftest import free_port
 from tests.fake_llm_server import FakeLLM, running_fake_llm
 
 RECORD_STATE = Passage(
@@ -348,9 +348,7 @@ def test_a_malformed_response_becomes_a_generation_error(fake_llm: FakeLLM, answ
 
 @pytest.mark.parametrize(("provider", "path"), [("openai", "/v1"), ("ollama", "")])
 def test_an_unreachable_endpoint_becomes_a_generation_error(provider: str, path: str) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again at once: nothing listens there
+    port = free_port()  # nothing listens there
     answerer = LLMAnswerer(build_chat_model(provider, f"http://127.0.0.1:{port}{path}", "fake", 1.0, 0.0))
 
     with pytest.raises(GenerationError, match="Could not reach the LLM endpoint"):

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import stat
 import subprocess
 import time
@@ -31,8 +29,7 @@ from rag.ingest import chunk_files, run_ingest
 from rag.sentences import split_units
 from rag.settings import Settings
 from rag.spark_job import check_java, spark_engine
-from tests.conftest import KAFKA_DOCS, SEEDS
-from tests.test_ingest import _cli, _config
+from tests.conftest import KAFKA_DOCS, SEEDS, default_ingest_config, free_port, run_kafka_rag, stop_process_group
 
 PLAIN_COLUMNS = ("doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end", "url")
 CLUSTER_FILES = ["000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40f4a68e.txt"]
@@ -62,7 +59,7 @@ def spark_seeds_index(tmp_path_factory) -> Path:
     run_ingest(
         [SEEDS],
         index_dir,
-        _config(),
+        default_ingest_config(),
         engine=spark_engine("local[2]"),
         engine_name="spark",
         master="local[2]",
@@ -89,7 +86,7 @@ def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_ind
     reference = [
         r
         for p in sorted(SEEDS.iterdir())
-        for r in chunk_files([(p.name, p.read_bytes())], _config())
+        for r in chunk_files([(p.name, p.read_bytes())], default_ingest_config())
         if r["kind"] == "chunk"
     ]
     rows = _rows(index_dir)
@@ -104,7 +101,7 @@ def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_ind
             ref["start"],
         )
 
-    embedder = load_embedder(_config().model)
+    embedder = load_embedder(default_ingest_config().model)
     sample = rows[:: max(1, len(rows) // 6)]
     vectors = embedder.encode([by_id[r["chunk_id"]]["embedding_text"] for r in sample])
     np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), vectors, atol=1e-5)
@@ -145,12 +142,6 @@ def test_spark_local_index_equals_the_local_engine_index(spark_seeds_index, seed
 # ------------------------------------------------------------------------------------- standalone cluster
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _alive_workers(web_port: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/json/", timeout=2) as response:
@@ -158,20 +149,6 @@ def _alive_workers(web_port: int) -> int:
     except (OSError, ValueError):
         return 0
     return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """Stop a daemon and everything it started (its process group): TERM, then KILL."""
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=15)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +162,7 @@ def standalone_cluster(tmp_path_factory) -> Iterator[str]:
     java = shutil.which("java")
     if "JAVA_HOME" not in env and java:
         env["JAVA_HOME"] = str(Path(java).resolve().parents[1])
-    port, web_port, worker_web_port = _free_port(), _free_port(), _free_port()
+    port, web_port, worker_web_port = free_port(), free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     processes: list[subprocess.Popen] = []
     logs = {name: root / f"{name}.log" for name in ("master", "worker")}
@@ -239,11 +216,12 @@ def standalone_cluster(tmp_path_factory) -> Iterator[str]:
         yield url
     finally:
         for process in reversed(processes):
-            _stop(process)
+            stop_process_group(process)
 
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # the cluster fixture may take 120 s before the 400 s ingest
 def test_ingest_on_a_standalone_cluster_equals_the_local_index(standalone_cluster, seeds_index, tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -252,7 +230,9 @@ def test_ingest_on_a_standalone_cluster_equals_the_local_index(standalone_cluste
     index_dir = tmp_path / "index"
 
     # From outside the repository, as a user would: the workers must find the project's Python and code.
-    result = _cli("ingest", "corpus", "--index", "index", "--master", standalone_cluster, "--json", cwd=tmp_path)
+    result = run_kafka_rag(
+        "ingest", "corpus", "--index", "index", "--master", standalone_cluster, "--json", cwd=tmp_path, timeout=400
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert (report["engine"], report["master"], report["documents"]) == ("spark", standalone_cluster, 3)
@@ -313,7 +293,9 @@ def test_spark_engine_refuses_to_start_without_java(monkeypatch, tmp_path):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-such-jdk"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ConfigurationError, match="Java 17 or newer"):
-        run_ingest([SEEDS / CLUSTER_FILES[0]], tmp_path / "index", _config(), engine=spark_engine("local[1]"))
+        run_ingest(
+            [SEEDS / CLUSTER_FILES[0]], tmp_path / "index", default_ingest_config(), engine=spark_engine("local[1]")
+        )
     assert current_version(tmp_path / "index") is None
 
 
@@ -327,7 +309,7 @@ def test_kafka_docs_html_gives_sectioned_chunks():
     pages = sorted(p for p in KAFKA_DOCS.rglob("*.html"))
     assert len(pages) > 20
     files = ((p.relative_to(KAFKA_DOCS).as_posix(), p.read_bytes()) for p in pages)
-    rows = list(chunk_files(files, _config()))
+    rows = list(chunk_files(files, default_ingest_config()))
     assert [r for r in rows if r["kind"] == "skip"] == []
     documents = [r for r in rows if r["kind"] == "doc"]
     chunks = [r for r in rows if r["kind"] == "chunk"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from rag import Assistant, Settings
+from tests.conftest import default_ingest_config, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 BOOM = "BOOM-7f3a"  # a question containing this makes the spy fail like a bug inside the assistant
@@ -33,12 +33,6 @@ see [the widget runbook](javascript:alert(1)) for the widget queue.
 Solutions
 - Raise widget.queue.size on the broker and restart the widget thread.
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SpyAssistant:
@@ -83,16 +77,14 @@ def launched(assistant: Any, settings: Settings) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def hostile_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The seeds plus HOSTILE_NAME, ingested like the shared seeds index (real model, real FAISS)."""
-    from rag.ingest import IngestConfig, run_ingest
+    from rag.ingest import run_ingest
 
     corpus = tmp_path_factory.mktemp("hostile-corpus")
     for seed in (REPO / "seeds").iterdir():
         shutil.copy(seed, corpus / seed.name)
     (corpus / HOSTILE_NAME).write_text(HOSTILE_DOCUMENT, encoding="utf-8")
-    defaults = Settings.from_env({})
     index = tmp_path_factory.mktemp("hostile-index") / "index"
-    config = IngestConfig(defaults.model, defaults.chunk_size, defaults.chunk_overlap, defaults.encode_batch_size)
-    run_ingest([corpus], index, config)
+    run_ingest([corpus], index, default_ingest_config())
     return index
 
 

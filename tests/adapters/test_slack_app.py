@@ -33,6 +33,7 @@ from slack_bolt import BoltRequest
 
 from rag.errors import ConfigurationError, GenerationError
 from rag.feedback import read_feedback
+from tests.conftest import free_port
 from ui.slack_app import build_app, http_app, read_credentials, run, web_client
 from ui.slack_render import (
     ABSTAIN_TEXT,
@@ -666,9 +667,7 @@ def test_a_rejected_bot_token_is_a_start_up_error(slack, asker, bot_settings):
 
 def test_kafka_rag_slack_http_serves_signed_events_end_to_end(slack, settings, tmp_path):
     """`kafka-rag slack --http` in its own process, against the fake Slack API."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {
         **os.environ,
         "SLACK_BOT_TOKEN": BOT_TOKEN,

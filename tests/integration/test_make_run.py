@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -14,6 +12,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import free_port, stop_process_group
 
 pytestmark = pytest.mark.slow
 
@@ -31,12 +31,6 @@ NOT_COPIED = (
     "feedback.jsonl",
 )
 START_TIMEOUT_S = 900  # venv check + ingest of the seeds (model load, Spark start-up) + serve, on a busy machine
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def fresh_copy(dest: Path) -> Path:
@@ -67,16 +61,7 @@ def ask(url: str, question: str) -> dict:
     return json.loads(data)[0]
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
+@pytest.mark.timeout(START_TIMEOUT_S + 120)  # so the test's own deadline, with its log tail, fires first
 def test_make_run_ingests_the_seeds_and_serves_the_chat(tmp_path: Path) -> None:
     if shutil.which("make") is None:
         pytest.fail("make is not installed")
@@ -114,5 +99,5 @@ def test_make_run_ingests_the_seeds_and_serves_the_chat(tmp_path: Path) -> None:
         assert "000_0424dccc37dbf1fb.txt" in {c["source_path"] for c in answer["citations"]}, answer
         assert (tree / "index" / "CURRENT").exists()
     finally:
-        stop(process)
+        stop_process_group(process)
     assert process.returncode is not None
