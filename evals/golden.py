@@ -2,22 +2,39 @@
 
 A line is one JSON object (extra fields are allowed and ignored):
 
-    {"id", "question", "history"?, "answerable", "sources", "evidence", "facts", "tags"?}
+    {"id", "question", "history"?, "answerable", "sources", "evidence", "facts", "tags"?, "origin"?}
+
+`origin` is where a user question came from (e.g. a mailing-list thread address); it is kept, not checked.
 
 With a corpus root, each evidence string must occur in one of its sources and each fact group must have an
 alias in them (both case- and whitespace-normalised), so the set cannot drift away from the documents.
+The sources are read as the ingest reads them (loader, then the chunker's document text, plus the title),
+so evidence copied from an HTML page's visible text matches even though the raw file holds markup.
+
+Every item belongs to one part, `tune` or `test`, fixed by a hash of its id: constants, weights and
+thresholds are fitted on `select_part(items, "tune")` only, and the README quotes the test part.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rag.errors import GoldenFileError
+from rag.chunking import document_text
+from rag.documents import load_document
+from rag.errors import GoldenFileError, LoaderError
 
 ROLES = ("user", "assistant")
+PARTS = ("tune", "test")
+
+
+def part_of(item_id: str) -> str:
+    """`tune` or `test`, from the first byte of sha256(id): the same on every run and machine, about 50/50."""
+    return PARTS[hashlib.sha256(item_id.encode("utf-8")).digest()[0] & 1]
 
 
 @dataclass(frozen=True)
@@ -32,6 +49,18 @@ class GoldenItem:
     facts: tuple[tuple[str, ...], ...]  # each group: accepted aliases of one key fact
     history: tuple[dict[str, str], ...] = ()
     tags: tuple[str, ...] = ()
+    origin: str = ""  # where a user question came from (a thread address); empty when written by hand
+
+    @property
+    def part(self) -> str:
+        return part_of(self.id)
+
+
+def select_part(items: Iterable[GoldenItem], part: str) -> list[GoldenItem]:
+    """The items of one part, in file order; fit scripts use `select_part(load_golden(...), "tune")`."""
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    return [item for item in items if item.part == part]
 
 
 def normalise(text: str) -> str:
@@ -48,7 +77,7 @@ def load_golden(path: Path, corpus_root: Path | None = None) -> list[GoldenItem]
         raise GoldenFileError(name, 0, "file", f"cannot read it ({exc}); pass a UTF-8 JSONL file") from exc
     items: list[GoldenItem] = []
     first_line: dict[str, int] = {}
-    texts: dict[str, str] = {}  # normalised source text, read once per file
+    texts: dict[str, str] = {}  # normalised extracted text, loaded once per source
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -84,12 +113,13 @@ def _parse_line(path: str, number: int, line: str) -> GoldenItem:
     facts = _fact_groups(raw, path, number)
     tags = _strings(raw, "tags", path, number) if "tags" in raw else ()
     history = _history(raw, path, number)
+    origin = _text(raw, "origin", path, number) if "origin" in raw else ""
     for field, values in (("sources", sources), ("evidence", evidence), ("facts", facts)):
         if answerable and not values:
             _fail(path, number, field, "an answerable item needs at least one entry")
         if not answerable and values:
             _fail(path, number, field, "an unanswerable item must leave it empty")
-    return GoldenItem(item_id, question, answerable, sources, evidence, facts, history, tags)
+    return GoldenItem(item_id, question, answerable, sources, evidence, facts, history, tags, origin)
 
 
 def _text(raw: dict[str, Any], field: str, path: str, number: int) -> str:
@@ -131,10 +161,7 @@ def _check_against_sources(path: str, number: int, item: GoldenItem, corpus_root
     """Evidence and facts must really be in the named documents, or the metrics would measure nothing."""
     for source in item.sources:
         if source not in texts:
-            file = corpus_root / source
-            if not file.is_file():
-                _fail(path, number, "sources", f"'{source}' is not a file under {corpus_root}")
-            texts[source] = normalise(file.read_text(encoding="utf-8", errors="replace"))
+            texts[source] = _source_text(path, number, corpus_root, source)
     own = [texts[source] for source in item.sources]
     for quote in item.evidence:
         if not any(normalise(quote) in text for text in own):
@@ -142,3 +169,15 @@ def _check_against_sources(path: str, number: int, item: GoldenItem, corpus_root
     for group in item.facts:
         if not any(normalise(alias) in text for alias in group for text in own):
             _fail(path, number, "facts", f"no alias of {list(group)} occurs in {', '.join(item.sources)}")
+
+
+def _source_text(path: str, number: int, corpus_root: Path, source: str) -> str:
+    """A source's title and text as the loaders extract them (what the chunks hold), normalised."""
+    file = corpus_root / source
+    if not file.is_file():
+        _fail(path, number, "sources", f"'{source}' is not a file under {corpus_root}")
+    try:
+        document = load_document(file.read_bytes(), source)
+    except LoaderError as exc:
+        _fail(path, number, "sources", f"'{source}' cannot be loaded ({exc.reason}); name a file the ingest reads")
+    return normalise(f"{document.title}\n\n{document_text(document)}")

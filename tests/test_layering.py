@@ -13,8 +13,13 @@ import rag
 REPO = Path(__file__).resolve().parents[1]
 ADAPTER_DIRS = ("ui", "evals")
 FORBIDDEN = ("langchain", "faiss", "pyspark", "bm25s", "sentence_transformers", "torch", "transformers")
-# Reading the golden file raises the golden-file error where the parsing happens; agreed as fine.
-ALLOWED_INTERNALS = {("evals/golden.py", "rag.errors")}
+# Reading the golden file raises the golden-file error where the parsing happens, and checks evidence against
+# the text the loaders extract (what the chunks hold, not raw HTML); agreed as fine.
+ALLOWED_INTERNALS = {
+    ("evals/golden.py", "rag.errors"),
+    ("evals/golden.py", "rag.documents"),
+    ("evals/golden.py", "rag.chunking"),
+}
 
 
 def _adapter_modules() -> list[Path]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.golden import GoldenItem, load_golden, normalise
+from evals.golden import PARTS, GoldenItem, load_golden, normalise, part_of, select_part
 from rag.errors import GoldenFileError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +66,29 @@ def test_loaded_item_has_tuples_not_lists(golden: list[GoldenItem]) -> None:
         item.question = "changed"  # type: ignore[misc]
 
 
+def test_split_is_fixed_by_the_id_and_roughly_balanced(golden: list[GoldenItem]) -> None:
+    ids = [f"item-{n:04d}" for n in range(2000)]
+    parts = [part_of(item_id) for item_id in ids]
+    assert set(parts) == set(PARTS)
+    assert 0.45 < parts.count("tune") / len(parts) < 0.55
+    assert parts == [part_of(item_id) for item_id in ids]  # deterministic
+    # pinned values: the split must not move between runs, machines or Python versions (sha256, not hash())
+    assert [part_of(i) for i in ("g001", "g002", "g003", "g004")] == ["tune", "tune", "test", "tune"]
+    tune = select_part(golden, "tune")
+    test = select_part(golden, "test")
+    assert tune and test and len(tune) + len(test) == len(golden)
+    assert all(part_of(item.id) == "tune" for item in tune)
+    assert not {item.id for item in tune} & {item.id for item in golden if item.part == "test"}
+
+
+def test_part_depends_only_on_the_id(golden: list[GoldenItem]) -> None:
+    item = golden[0]
+    changed = GoldenItem(item.id, "a different question", not item.answerable, (), (), (), tags=("other",))
+    assert changed.part == item.part == part_of(item.id)
+    with pytest.raises(ValueError, match="part must be one of tune, test"):
+        select_part(golden, "train")
+
+
 def test_normalise_lowercases_and_collapses_whitespace() -> None:
     expected = "set isolation.level to read_committed"
     assert normalise("  Set\tISOLATION.level\n\n to  read_committed ") == expected
@@ -105,6 +128,42 @@ def test_good_file_loads_with_normalised_evidence(tmp_path: Path) -> None:
     assert [item.id for item in items] == ["t1", "t2"]
     assert items[1].history == ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"})
     assert items[0].facts == (("read_committed",),)
+
+
+def test_origin_is_optional_and_kept(tmp_path: Path) -> None:
+    thread = "https://lists.apache.org/thread/abc123"
+    items = load_golden(write_golden(tmp_path, {**GOOD, "origin": thread}, {**GOOD, "id": "t2"}), corpus_root=tmp_path)
+    assert [item.origin for item in items] == [thread, ""]
+
+
+def test_evidence_is_checked_against_the_extracted_html_text(tmp_path: Path) -> None:
+    """Evidence copied from a page's visible text matches although the raw file has markup between the words."""
+    (tmp_path / "guide.html").write_text(
+        "<html><head><title>Consumer guide</title></head><body><h1>Consumer guide</h1><h2>Isolation</h2>"
+        "<p>Duplicates appear when the consumer did <em>not</em> use <b>read_committed</b>\n isolation.</p>"
+        "<table><tr><th>Name</th><th>Default</th></tr><tr><td>isolation.level</td><td>read_uncommitted</td></tr>"
+        "</table></body></html>",
+        encoding="utf-8",
+    )
+    item = {
+        **GOOD,
+        "sources": ["guide.html"],
+        "evidence": ["the consumer did not use read_committed isolation"],
+        "facts": [["isolation.level | read_uncommitted"], ["consumer guide"]],
+    }
+    path = tmp_path / "html.jsonl"
+    path.write_text(json.dumps(item) + "\n" + json.dumps({**item, "id": "t2", "evidence": ["<b>read_committed</b>"]}))
+    with pytest.raises(GoldenFileError, match="is not in guide.html") as caught:
+        load_golden(path, corpus_root=tmp_path)
+    assert_names(caught.value, path, 2, "evidence")  # line 1 passed: markup-free text, title included
+
+
+def test_source_the_loaders_refuse_is_named(tmp_path: Path) -> None:
+    (tmp_path / "blank.txt").write_text("   \n", encoding="utf-8")
+    path = write_golden(tmp_path, {**GOOD, "sources": ["blank.txt"]})
+    with pytest.raises(GoldenFileError, match="'blank.txt' cannot be loaded \\(empty file\\)") as caught:
+        load_golden(path, corpus_root=tmp_path)
+    assert_names(caught.value, path, 1, "sources")
 
 
 def test_malformed_line_names_file_line_and_field(tmp_path: Path) -> None:
