@@ -1,0 +1,591 @@
+"""Evidence units of a chunk: the pieces the extractive answerer quotes, each embedded once at ingest.
+
+A unit keeps together what only makes sense together, judged from the text's structure alone:
+
+- a sentence that introduces a list, code block or table (it ends with ":", or is a dangling phrase
+  like "To add partitions you can do") stays with what follows it; a long list or block is cut into
+  several units, each repeating the lead-in, at item or line boundaries (kind "list" or "code");
+- a fenced block, or a run of unfenced command lines, is one "code" unit; a `# comment` line and a
+  line ending in `\\` stay with the line under them;
+- a key/value definition table (a run of 2-cell rows `Label: | value`) is one "setting" unit with
+  the heading line that names it and the first sentence(s) of its description;
+- any other table row is one "row" unit, never cut at a sentence end, with the table's header row
+  as an extra part when the chunk holds it;
+- other prose is split into sentences (list items without a lead-in too).
+
+Every part is a verbatim substring of the chunk text (in text order within a unit), so a quote can
+always be found in its passage. Parts of different units may overlap (a setting's description
+sentence can also lead in a list). The same split runs at ingest, where `unit.text` is embedded in
+`build_units` order (`unit_vectors`), and at query time; `UNITS_VERSION` is recorded in the index
+manifest so a change here forces re-embedding.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rag.identifiers import extract_identifiers
+
+UNITS_VERSION = 1
+KINDS = ("sentence", "list", "code", "row", "setting")
+MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
+MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
+MAX_BLOCK_CHARS = 700  # a list or code unit is cut at item / line boundaries past this
+SHORT_SENTENCE_CHARS = 100  # a setting's first sentence this short takes the next one along
+MAX_HEADING_CHARS = 80  # a heading line: this short, without sentence punctuation at its end
+MAX_DANGLING_LEAD_IN = 100  # a lead-in without ":" ("To add partitions you can do") is this short
+
+_FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_ITEM = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+")
+_CELL_SEPARATOR = re.compile(r" \|(?: |$)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9`\"'(\[])")
+_ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp)\.$", re.I)
+_TERMINAL = re.compile(r"[.!?;,:)\]]$")
+_COMMAND = re.compile(r"^(?:\$ |bin/|\./|[\w./-]+\.(?:sh|bat)\s|grep |[A-Z_]{2,}=\S)")
+_COMMENT = re.compile(r"^#(?:\s|$)")
+_CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.sh\s)")
+_DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(?![`\w(])")
+_SHORT_CELL_CHARS = 40  # a row cell this short (and not a sentence) is shown as "Label: value"
+
+
+@dataclass(frozen=True)
+class EvidenceUnit:
+    """One quotable piece of a chunk; `parts` are verbatim substrings of the chunk, in text order.
+
+    Parts by kind: "sentence" (sentence,); "list" (lead-in, items); "code" (lead-in?, code lines);
+    "setting" (heading line?, description sentence(s)?, key/value rows); "row" (lead-in?, header
+    row?, row). A part holding several lines keeps them as in the text.
+    """
+
+    kind: str
+    parts: tuple[str, ...]
+    subject: str = ""  # what a reference unit is about: a setting's key, a row's first cell
+    position: int = 0  # index of the unit in the chunk
+
+    @property
+    def text(self) -> str:
+        """What is embedded and matched."""
+        return "\n".join(self.parts)
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    end: int
+
+    def of(self, text: str) -> str:
+        return text[self.start : self.end]
+
+
+@dataclass
+class _Line:
+    kind: str  # "blank" | "text" | "item" | "kv" | "row" | "command" | "comment" | "fence"
+    start: int  # offsets of the stripped line (of the block content for a fence)
+    end: int
+    indent: int = 0
+    cells: int = 0
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    kind: str
+    spans: tuple[_Span, ...]
+    subject: str = ""
+
+
+def build_units(text: str, heading: str = "") -> list[EvidenceUnit]:
+    """The evidence units of a chunk's `text`, in text order; `heading` is its section path's last element."""
+    lines = _scan(text)
+    builder = _Builder(text, lines, heading)
+    builder.run()
+    return builder.units()
+
+
+def unit_texts(text: str, section_path: Sequence[str]) -> list[str]:
+    """What ingest embeds for a chunk, one string per unit in `build_units` order."""
+    return [u.text for u in build_units(text, section_path[-1] if section_path else "")]
+
+
+# ------------------------------------------------------------------------------------------ scanning
+
+
+def _scan(text: str) -> list[_Line]:
+    """Classify each line; a fenced block becomes one "fence" line spanning its content."""
+    raw: list[tuple[int, int]] = []  # (start, end) of each line without its newline
+    offset = 0
+    for line in text.split("\n"):
+        raw.append((offset, offset + len(line)))
+        offset += len(line) + 1
+    lines: list[_Line] = []
+    index = 0
+    while index < len(raw):
+        start, end = raw[index]
+        line = text[start:end]
+        fence = _FENCE_LINE.match(line)
+        if fence:
+            marker = fence.group(1)
+            closing = index + 1
+            while closing < len(raw) and not _closes(text[raw[closing][0] : raw[closing][1]], marker):
+                closing += 1
+            content = [(s, e) for s, e in raw[index + 1 : closing] if text[s:e].strip()]
+            if content:
+                lines.append(_Line("fence", content[0][0], content[-1][1]))
+            index = closing + 1
+            continue
+        lines.append(_classify(text, start, end))
+        index += 1
+    _mark_rows(text, lines)
+    _mark_commands(lines)
+    return lines
+
+
+def _closes(line: str, marker: str) -> bool:
+    stripped = line.strip()
+    return stripped.startswith(marker) and not stripped.strip(marker[0])
+
+
+def _classify(text: str, start: int, end: int) -> _Line:
+    line = text[start:end]
+    stripped = line.strip()
+    if not stripped:
+        return _Line("blank", start, start)
+    lead = len(line) - len(line.lstrip())
+    span_start, span_end = start + lead, start + lead + len(stripped)
+    if _ITEM.match(line):
+        return _Line("item", span_start, span_end, indent=lead)
+    if _COMMENT.match(stripped):
+        return _Line("comment", span_start, span_end, indent=lead)
+    if _COMMAND.match(stripped):
+        return _Line("command", span_start, span_end, indent=lead)
+    cells = len(_cells(stripped))
+    return _Line("text", span_start, span_end, indent=lead, cells=cells if cells > 1 else 0)
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in _CELL_SEPARATOR.split(row)]
+
+
+def _mark_rows(text: str, lines: list[_Line]) -> None:
+    """Table rows: 3+ cells, or 2 cells beside another row of the same width (a lone `a | b` is prose)."""
+    for index, line in enumerate(lines):
+        if line.kind != "text" or not line.cells:
+            continue
+        neighbours = [lines[i] for i in (index - 1, index + 1) if 0 <= i < len(lines)]
+        if line.cells >= 3 or any(n.cells == line.cells for n in neighbours):
+            cells = _cells(text[line.start : line.end])
+            line.kind = "kv" if line.cells == 2 and _is_label(cells[0]) else "row"
+    for index, line in enumerate(lines):  # a lone key/value row is an ordinary row
+        if line.kind == "kv":
+            neighbours = [lines[i] for i in (index - 1, index + 1) if 0 <= i < len(lines)]
+            if not any(n.kind == "kv" for n in neighbours):
+                line.kind = "row"
+
+
+def _is_label(cell: str) -> bool:
+    return cell.endswith(":") and 1 < len(cell) <= 40 and len(cell.split()) <= 4
+
+
+def _mark_commands(lines: list[_Line]) -> None:
+    """A `# comment` line is code only above a command (other comments between allowed); else it is prose."""
+    for index, line in enumerate(lines):
+        if line.kind == "comment" and not _reaches_command(lines, index):
+            line.kind = "text"
+
+
+def _reaches_command(lines: list[_Line], index: int) -> bool:
+    while index < len(lines) and lines[index].kind == "comment":
+        index += 1
+    return index < len(lines) and lines[index].kind == "command"
+
+
+# ------------------------------------------------------------------------------------------ grouping
+
+
+class _Builder:
+    def __init__(self, text: str, lines: list[_Line], heading: str) -> None:
+        self.text = text
+        self.lines = lines
+        self.heading = heading
+        self.candidates: list[_Candidate] = []
+        self.claimed: set[tuple[int, int]] = set()  # sentence spans taken into a larger unit
+
+    def run(self) -> None:
+        self._walk(0, len(self.lines))
+
+    def _walk(self, index: int, stop: int) -> None:
+        while index < stop:
+            line = self.lines[index]
+            if line.kind == "blank":
+                index += 1
+            elif line.kind == "fence":
+                self._code([(line.start, line.end)], self._lead_in(index))
+                index += 1
+            elif line.kind in ("command", "comment"):
+                end = index
+                while end < stop and self.lines[end].kind in ("command", "comment"):
+                    end += 1
+                self._code([(ln.start, ln.end) for ln in self.lines[index:end]], self._lead_in(index))
+                index = end
+            elif line.kind == "item":
+                index = self._list(index, stop)
+            elif line.kind == "kv":
+                index = self._setting(index, stop)
+            elif line.kind == "row":
+                index = self._rows(index, stop)
+            else:
+                self._sentences(_Span(line.start, line.end))
+                index += 1
+
+    def units(self) -> list[EvidenceUnit]:
+        kept = [
+            c
+            for c in self.candidates
+            if not (c.kind == "sentence" and (c.spans[0].start, c.spans[0].end) in self.claimed)
+        ]
+        kept.sort(key=lambda c: (c.spans[0].start, c.spans[-1].end))
+        return [
+            EvidenceUnit(c.kind, tuple(s.of(self.text) for s in c.spans), c.subject, position)
+            for position, c in enumerate(kept)
+        ]
+
+    # -- prose
+
+    def _sentences(self, span: _Span) -> list[_Span]:
+        spans = _sentence_spans(self.text, span)
+        for s in spans:
+            if s.end - s.start >= MIN_UNIT_CHARS:
+                capped = _Span(s.start, min(s.end, s.start + MAX_UNIT_CHARS))
+                self.candidates.append(_Candidate("sentence", (capped,)))
+        return spans
+
+    def _lead_in(self, index: int) -> _Span | None:
+        """The last sentence of the line before `index` (blank lines between allowed) if it introduces it."""
+        before = index - 1
+        while before >= 0 and self.lines[before].kind == "blank":
+            before -= 1
+        if before < 0 or self.lines[before].kind not in ("text", "item"):
+            return None
+        line = self.lines[before]
+        last = _sentence_spans(self.text, _Span(line.start, line.end))[-1]
+        if line.kind == "item":  # an item introduces what is indented under it, or nothing
+            current = self.lines[index]
+            return last if current.kind == "fence" or current.indent > line.indent else None
+        sentence = last.of(self.text)
+        if sentence.endswith(":") or _dangling(sentence):
+            return last
+        return None
+
+    def _claim(self, span: _Span) -> None:
+        self.claimed.add((span.start, min(span.end, span.start + MAX_UNIT_CHARS)))
+
+    # -- code
+
+    def _code(self, spans: list[tuple[int, int]], lead_in: _Span | None) -> None:
+        """One unit per piece of at most MAX_BLOCK_CHARS, cut at line boundaries, each with the lead-in."""
+        groups = _logical_lines(self.text, spans)
+        budget = MAX_BLOCK_CHARS - (lead_in.end - lead_in.start + 1 if lead_in else 0)
+        if lead_in:
+            self._claim(lead_in)
+        for piece in _pack(groups, budget):
+            body = _Span(piece[0][0], piece[-1][1])
+            self.candidates.append(_Candidate("code", (lead_in, body) if lead_in else (body,)))
+
+    # -- lists
+
+    def _list(self, index: int, stop: int) -> int:
+        """A run of items at one indent; returns the index after it."""
+        indent = self.lines[index].indent
+        items: list[tuple[int, int]] = []  # (first line index, end line index) of each item with its children
+        cursor = index
+        while cursor < stop:
+            line = self.lines[cursor]
+            if line.kind != "item" or line.indent != indent:
+                break
+            end = cursor + 1
+            while end < stop and self._inside_item(end, indent):
+                end += 1
+            items.append((cursor, end))
+            cursor = end
+            while cursor < stop and self.lines[cursor].kind == "blank":
+                cursor += 1
+            if cursor < stop and not (self.lines[cursor].kind == "item" and self.lines[cursor].indent == indent):
+                cursor = end  # the blank lines end the list
+                break
+        lead_in = self._lead_in(index)
+        if lead_in:
+            self._claim(lead_in)
+            item_spans = [(self.lines[a].start - self.lines[a].indent, self._last_end(a, b)) for a, b in items]
+            budget = MAX_BLOCK_CHARS - (lead_in.end - lead_in.start + 1)
+            for piece in _pack([[s] for s in item_spans], budget):
+                self.candidates.append(_Candidate("list", (lead_in, _Span(piece[0][0], piece[-1][1]))))
+        else:
+            for a, b in items:
+                self._sentences(_Span(self.lines[a].start, self.lines[a].end))
+                self._walk(a + 1, b)
+        return cursor
+
+    def _inside_item(self, index: int, indent: int) -> bool:
+        line = self.lines[index]
+        if line.kind == "blank":
+            return False
+        if line.kind == "fence":
+            return True  # fences sit at column 0 under an item (see rag.html_text)
+        return line.indent > indent
+
+    def _last_end(self, first: int, end: int) -> int:
+        return max(line.end for line in self.lines[first:end])
+
+    # -- tables
+
+    def _rows(self, index: int, stop: int) -> int:
+        end = index
+        while end < stop and self.lines[end].kind == "row":
+            end += 1
+        rows = self.lines[index:end]
+        header: _Line | None = None
+        if len(rows) > 1 and _is_header(_cells(self.text[rows[0].start : rows[0].end])):
+            header, rows = rows[0], rows[1:]
+        lead_in = self._lead_in(index)
+        if lead_in:
+            self._claim(lead_in)
+        for row in rows:
+            spans = [s for s in (lead_in,) if s]
+            if header is not None and header.cells == row.cells:
+                spans.append(_Span(header.start, header.end))
+            spans.append(_Span(row.start, row.end))
+            first = _cells(self.text[row.start : row.end])[0]
+            self.candidates.append(_Candidate("row", tuple(spans), first))
+        return end
+
+    def _setting(self, index: int, stop: int) -> int:
+        end = index
+        while end < stop and self.lines[end].kind == "kv":
+            end += 1
+        rows = _Span(self.lines[index].start, self.lines[end - 1].end)
+        heading, description, subject = self._definition(index)
+        spans: list[_Span] = []
+        if heading is not None:
+            spans.append(heading)
+            self._claim(heading)
+        if description is not None:
+            spans.append(description)
+        spans.append(rows)
+        self.candidates.append(_Candidate("setting", tuple(spans), subject))
+        return end
+
+    def _definition(self, index: int) -> tuple[_Span | None, _Span | None, str]:
+        """(heading line, first description sentence(s), subject) of the key/value rows at `index`."""
+        first_text: int | None = None
+        cursor = index - 1
+        while cursor >= 0 and self.lines[cursor].kind not in ("kv", "row"):
+            line = self.lines[cursor]
+            if line.kind == "text" and self._is_heading(cursor):
+                break
+            if line.kind == "text":
+                first_text = cursor
+            cursor -= 1
+        heading: _Span | None = None
+        subject = ""
+        if cursor >= 0 and self.lines[cursor].kind == "text":
+            line = self.lines[cursor]
+            heading = _Span(line.start, line.end)
+            subject = heading.of(self.text)
+        elif cursor < 0:
+            subject = self.heading  # the chunk starts with the description: its heading is in the path
+        description: _Span | None = None
+        if first_text is not None:
+            line = self.lines[first_text]
+            sentences = _sentence_spans(self.text, _Span(line.start, line.end))
+            taken = sentences[:1]
+            if len(sentences) > 1 and sentences[0].end - sentences[0].start < SHORT_SENTENCE_CHARS:
+                taken = sentences[:2]
+            description = _Span(taken[0].start, taken[-1].end)
+            for sentence in taken:
+                self._claim(sentence)
+        return heading, description, subject
+
+    def _is_heading(self, index: int) -> bool:
+        """A short line without sentence punctuation, directly above a text line."""
+        line = self.lines[index]
+        words = self.text[line.start : line.end]
+        below = self.lines[index + 1] if index + 1 < len(self.lines) else None
+        return (
+            len(words) <= MAX_HEADING_CHARS
+            and not _TERMINAL.search(words)
+            and below is not None
+            and below.kind in ("text", "item")
+        )
+
+
+def _dangling(sentence: str) -> bool:
+    """A short phrase of words that stops without punctuation: "To add partitions you can do"."""
+    return (
+        len(sentence) <= MAX_DANGLING_LEAD_IN
+        and not _TERMINAL.search(sentence)
+        and sentence[0].isalpha()
+        and len(sentence.split()) >= 2
+    )
+
+
+def _is_header(cells: list[str]) -> bool:
+    """A header row: every cell a short label, none a number, a sentence or empty."""
+    return all(
+        cell
+        and len(cell) <= _SHORT_CELL_CHARS
+        and not _TERMINAL.search(cell)
+        and not re.fullmatch(r"-?\d+(?:\.\d+)?|true|false", cell, re.I)
+        and cell[0].isalpha()
+        for cell in cells
+    )
+
+
+def _sentence_spans(text: str, span: _Span) -> list[_Span]:
+    """Sentences of one line, at sentence ends that are not abbreviations."""
+    line = span.of(text)
+    pieces: list[_Span] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(line):
+        end = match.start() + len(match.group(0).rstrip())
+        if _ABBREVIATION.search(line[start:end].strip()):
+            continue
+        pieces.append(_strip(text, span.start + start, span.start + end))
+        start = match.end()
+    pieces.append(_strip(text, span.start + start, span.end))
+    return [p for p in pieces if p.end > p.start] or [span]
+
+
+def _strip(text: str, start: int, end: int) -> _Span:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return _Span(start, end)
+
+
+def _logical_lines(text: str, spans: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Lines of a block that must stay together: a `# comment` with the line under it, `\\` continuations."""
+    lines: list[tuple[int, int]] = []
+    for start, end in spans:
+        offset = start
+        for raw in text[start:end].split("\n"):
+            if raw.strip():  # whole lines, indent included, so the block keeps its layout
+                lines.append((offset, offset + len(raw.rstrip())))
+            offset += len(raw) + 1
+    groups: list[list[tuple[int, int]]] = []
+    joins_next = False
+    for start, end in lines:
+        if joins_next and groups:
+            groups[-1].append((start, end))
+        else:
+            groups.append([(start, end)])
+        line = text[start:end]
+        joins_next = bool(_COMMENT.match(line)) or line.endswith("\\")
+    return groups
+
+
+def _pack(groups: list[list[tuple[int, int]]], budget: int) -> list[list[tuple[int, int]]]:
+    """Consecutive groups packed into pieces of at most `budget` characters (a lone group may pass it)."""
+    pieces: list[list[tuple[int, int]]] = []
+    for group in groups:
+        if pieces and group[-1][1] - pieces[-1][0][0] <= budget:
+            pieces[-1].extend(group)
+        else:
+            pieces.append(list(group))
+    return pieces
+
+
+# ------------------------------------------------------------------------------------------ rendering
+
+
+def render_unit(unit: EvidenceUnit, marker: int) -> str:
+    """The unit as answer Markdown, with " [marker]" on its first prose line (own line after a bare code block)."""
+    cite = f" [{marker}]"
+    if unit.kind == "code":
+        *lead, code = unit.parts
+        fence = _fence_for(code)
+        block = f"{fence}\n{textwrap.dedent(code)}\n{fence}"
+        return f"{format_sentence(lead[0])}{cite}\n{block}" if lead else f"{block}\n[{marker}]"
+    if unit.kind == "list":
+        lead, items = unit.parts
+        return f"{format_sentence(lead)}{cite}\n{_render_items(items)}"
+    if unit.kind == "setting":
+        return _render_setting(unit) + cite
+    if unit.kind == "row":
+        return _render_row(unit, cite)
+    return format_sentence(unit.text) + cite
+
+
+def format_sentence(text: str) -> str:
+    """Commands and config keys in code formatting; the words themselves stay as in the source."""
+    text = re.sub(r"^(?:[-*+•]|\d{1,3}[.)])\s+", "", text.strip())
+    if _CODE_LINE.match(text) and "`" not in text and "\n" not in text:
+        return f"`{text}`"
+    return _DOTTED_KEY.sub(lambda m: f"`{m.group(1)}`" if extract_identifiers(m.group(1)) else m.group(1), text)
+
+
+def _fence_for(code: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _render_items(items: str) -> str:
+    """Items as "- " lines (nested ones indented as in the text), continuation lines under their item."""
+    lines = [line for line in textwrap.dedent(items).split("\n") if line.strip()]
+    out: list[str] = []
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        body = line.strip()
+        bullet = _ITEM.match(body)
+        if bullet:
+            out.append(" " * indent + "- " + format_sentence(body[bullet.end() :]))
+        else:
+            out.append(" " * max(indent, 2) + format_sentence(body))
+    return "\n".join(out)
+
+
+def _render_setting(unit: EvidenceUnit) -> str:
+    parts = list(unit.parts)
+    rows = parts.pop()
+    if parts and parts[0] == unit.subject:
+        parts.pop(0)
+    values = []
+    for row in rows.split("\n"):
+        label, _, value = row.partition(" |")
+        if value.strip():
+            values.append(f"{label.strip().rstrip(':')}: {value.strip()}")
+    text = f"`{unit.subject}`" if unit.subject else ""
+    if parts:
+        description = format_sentence(" ".join(parts))
+        text = f"{text}: {description}" if text else description
+    details = f"({' · '.join(values)})" if values else ""
+    return " ".join(piece for piece in (text, details) if piece)
+
+
+def _render_row(unit: EvidenceUnit, cite: str) -> str:
+    parts = list(unit.parts)
+    cells = _cells(parts.pop())
+    header: list[str] = []
+    if parts and len(_cells(parts[-1])) == len(cells) and " | " in parts[-1]:
+        header = _cells(parts.pop())
+    short: list[str] = []
+    long: list[str] = []
+    for number, cell in enumerate(cells[1:], start=1):
+        if not cell:
+            continue
+        label = f"{header[number]}: " if header else ""
+        if len(cell) <= _SHORT_CELL_CHARS and not _SENTENCE_END.search(cell) and not cell.endswith("."):
+            short.append(label + cell)
+        else:
+            long.append(label + format_sentence(cell) if long else format_sentence(cell))
+    line = f"`{cells[0]}`" if cells[0] else ""
+    if short:
+        line += f" ({' · '.join(short)})"
+    if long:
+        line += ": " + " · ".join(long)
+    line = line.strip()
+    if parts:  # the lead-in
+        return f"{format_sentence(parts[0])}{cite}\n{line}"
+    return line + cite

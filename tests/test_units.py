@@ -1,0 +1,337 @@
+"""Evidence units: what the extractive answerer may quote, always verbatim from the chunk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rag.chunking import chunk_document
+from rag.documents import load_document
+from rag.units import (
+    MAX_BLOCK_CHARS,
+    MAX_UNIT_CHARS,
+    MIN_UNIT_CHARS,
+    EvidenceUnit,
+    build_units,
+    render_unit,
+    unit_texts,
+)
+
+SEEDS = Path(__file__).resolve().parents[1] / "seeds"
+KAFKA_DOCS = Path("/work/shared/corpora/kafka-docs")
+DOC_PAGES = ("ops.html", "security.html", "generated/producer_config.html", "generated/protocol_errors.html")
+
+SETTINGS = "\n".join(
+    [
+        "The number of acknowledgments the producer requires. This controls durability.",
+        "",
+        "Type: | string",
+        "Default: | all",
+        "Valid Values: | [all, -1, 0, 1]",
+        "Importance: | low",
+        "",
+        "retries",
+        "Setting a value greater than zero will cause the client to resend any record whose send fails"
+        " with a potentially transient error. Keep it high.",
+        "",
+        "Type: | int",
+        "Default: | 2147483647",
+        "Valid Values: | [0,...,2147483647]",
+        "Importance: | high",
+    ]
+)
+
+ERRORS = "\n".join(
+    [
+        "Error | Code | Retriable | Description",
+        "UNKNOWN_SERVER_ERROR | -1 | False | The server experienced an unexpected error when processing the request.",
+        "INVALID_RECORD_STATE | 121 | False | The record state is invalid."
+        " The acknowledgement of delivery could not be completed.",
+        "NONE | 0 | False |",
+    ]
+)
+
+
+def _kinds(units: list[EvidenceUnit]) -> list[str]:
+    return [u.kind for u in units]
+
+
+# ------------------------------------------------------------------------------------------ prose
+
+
+def test_prose_splits_at_sentence_ends_but_not_after_abbreviations():
+    text = "Kafka is a log. It is also durable, e.g. it stores data on disk. Brokers replicate partitions!"
+    assert [u.text for u in build_units(text)] == [
+        "Kafka is a log.",
+        "It is also durable, e.g. it stores data on disk.",
+        "Brokers replicate partitions!",
+    ]
+    assert _kinds(build_units(text)) == ["sentence"] * 3
+
+
+def test_short_fragments_are_dropped_and_long_sentences_capped():
+    long_sentence = "word " * 300
+    units = build_units(f"Ok.\n\nYes!\n\n{long_sentence}")
+    assert [u.text for u in units] == [long_sentence.strip()[:MAX_UNIT_CHARS]]
+    assert all(len(u.text) >= MIN_UNIT_CHARS for u in units)
+
+
+def test_empty_text_has_no_units():
+    assert build_units("") == []
+    assert build_units("   \n\n  ") == []
+
+
+def test_positions_count_the_units_in_text_order():
+    units = build_units(f"First sentence of the chunk.\n\n{ERRORS}\n\nLast sentence of the chunk.")
+    assert [u.position for u in units] == list(range(len(units)))
+    assert units[0].text == "First sentence of the chunk." and units[-1].text == "Last sentence of the chunk."
+
+
+# ------------------------------------------------------------------------------------------ lists
+
+
+def test_a_lead_in_and_its_list_are_one_unit():
+    text = (
+        "Brokers authenticate clients. Kafka supports the following SASL mechanisms:\n\n"
+        "- GSSAPI (Kerberos)\n- PLAIN\n- SCRAM-SHA-256\n- OAUTHBEARER\n\nEach needs its own JAAS section."
+    )
+    units = build_units(text)
+    assert _kinds(units) == ["sentence", "list", "sentence"]
+    assert units[1].parts == (
+        "Kafka supports the following SASL mechanisms:",
+        "- GSSAPI (Kerberos)\n- PLAIN\n- SCRAM-SHA-256\n- OAUTHBEARER",
+    )
+    assert not any(u.text == "- PLAIN" or u.text.startswith("- GSSAPI") for u in units)
+
+
+def test_a_long_list_is_cut_at_item_boundaries_and_every_piece_keeps_the_lead_in():
+    items = [f"- Item number {n} explains one more cause of the failure in some detail here." for n in range(20)]
+    text = "Common causes:\n" + "\n".join(items)
+    units = build_units(text)
+    assert len(units) > 1 and set(_kinds(units)) == {"list"}
+    assert all(u.parts[0] == "Common causes:" for u in units)
+    assert all(len(u.text) <= MAX_BLOCK_CHARS for u in units)
+    quoted = [line for u in units for line in u.parts[1].split("\n")]
+    assert quoted == items  # whole items, each once, in order
+
+
+def test_a_nested_list_stays_with_the_item_that_introduces_it():
+    text = (
+        "- Authentication using either SSL or SASL. Kafka supports the following SASL mechanisms:\n"
+        "  - SASL/GSSAPI (Kerberos) - starting at version 0.9.0.0\n"
+        "  - SASL/PLAIN - starting at version 0.10.0.0\n"
+        "- Authorization of read / write operations by clients"
+    )
+    units = build_units(text)
+    assert _kinds(units) == ["sentence", "list", "sentence"]
+    assert units[1].parts[0] == "Kafka supports the following SASL mechanisms:"
+    assert "SASL/PLAIN" in units[1].parts[1]
+
+
+def test_items_without_a_lead_in_are_sentences():
+    text = "- Ensure each record is acknowledged once. Track the state.\n- Reduce the acknowledgement delay."
+    units = build_units(text)
+    assert _kinds(units) == ["sentence"] * 3
+    assert units[0].text == "- Ensure each record is acknowledged once."
+
+
+# ------------------------------------------------------------------------------------------ code
+
+
+def test_a_code_block_stays_whole_with_its_lead_in():
+    command = (
+        "$ bin/kafka-topics.sh --bootstrap-server localhost:9092 --alter --topic my_topic_name \\\n    --partitions 40"
+    )
+    text = (
+        "You can change a topic with the topic tool. To add partitions you can do\n\n"
+        f"```\n{command}\n```\n\nThe new partitions start empty."
+    )
+    units = build_units(text)
+    assert _kinds(units) == ["sentence", "code", "sentence"]
+    assert units[1].parts == ("To add partitions you can do", command)
+
+
+def test_a_code_block_without_lead_in_is_one_unit():
+    text = "The broker logs this.\n\n```\nERROR [Broker id=1] first line\nat kafka.server.X.y(X.scala:12)\n```"
+    units = build_units(text)
+    assert units[1].kind == "code" and units[1].parts == (
+        "ERROR [Broker id=1] first line\nat kafka.server.X.y(X.scala:12)",
+    )
+
+
+def test_a_long_code_block_is_cut_at_lines_and_a_comment_stays_with_its_command():
+    lines = []
+    for n in range(12):
+        lines += [
+            f"# step {n}: describe the group",
+            f"bin/kafka-consumer-groups.sh --describe --group group-{n} --verbose",
+        ]
+    text = "Run these:\n```\n" + "\n".join(lines) + "\n```"
+    units = build_units(text)
+    assert len(units) > 1 and set(_kinds(units)) == {"code"}
+    assert all(u.parts[0] == "Run these:" for u in units)
+    for unit in units:
+        code = unit.parts[1].split("\n")
+        assert code[0].startswith("# step") and code[-1].startswith("bin/")
+    assert [line for u in units for line in u.parts[1].split("\n")] == lines
+
+
+def test_unfenced_comment_and_command_lines_are_one_code_unit():
+    text = (
+        "# Describe share group state and members\n"
+        "kafka-share-groups.sh --bootstrap-server localhost:9092 --describe --group g1\n"
+        "# Look for share session events in logs\n"
+        "grep 'ShareFetch' /var/log/kafka/server.log | tail -50"
+    )
+    assert build_units(text) == [EvidenceUnit("code", (text,))]
+
+
+# ------------------------------------------------------------------------------------------ tables
+
+
+def test_a_config_setting_keeps_its_key_description_and_default():
+    first, second = [u for u in build_units(SETTINGS, heading="acks") if u.kind == "setting"]
+    assert first.kind == "setting" and first.subject == "acks"  # its heading is only in the section path
+    assert first.parts[0] == "The number of acknowledgments the producer requires. This controls durability."
+    assert "Default: | all" in first.parts[-1] and "Valid Values: | [all, -1, 0, 1]" in first.parts[-1]
+    assert second.kind == "setting" and second.subject == "retries"
+    assert second.parts[:2] == (
+        "retries",
+        "Setting a value greater than zero will cause the client to resend any record whose send fails"
+        " with a potentially transient error.",
+    )
+    assert "Default: | 2147483647" in second.text
+
+
+def test_the_rest_of_a_setting_description_stays_quotable():
+    units = build_units(SETTINGS, heading="acks")
+    assert [u.text for u in units if u.kind == "sentence"] == ["Keep it high."]
+    assert units[0].parts[0].endswith("This controls durability.")  # a short first sentence takes the next along
+
+
+def test_a_protocol_error_row_keeps_its_name_and_code_and_is_not_split():
+    units = build_units(ERRORS, heading="Protocol errors")
+    assert _kinds(units) == ["row"] * 3  # the header row is not a unit of its own
+    row = next(u for u in units if u.subject == "INVALID_RECORD_STATE")
+    assert row.parts == ("Error | Code | Retriable | Description", ERRORS.split("\n")[2])
+    assert "121" in row.text and row.text.endswith("could not be completed.")
+
+
+def test_rows_without_their_header_in_the_chunk_are_units_too():
+    units = build_units("\n".join(ERRORS.split("\n")[1:]))
+    assert [u.subject for u in units] == ["UNKNOWN_SERVER_ERROR", "INVALID_RECORD_STATE", "NONE"]
+    assert all(len(u.parts) == 1 for u in units)
+
+
+def test_a_lone_pipe_in_prose_is_not_a_table():
+    text = "Filter the log with grep ERROR server.log | tail -5 to see the latest."
+    assert _kinds(build_units(text)) == ["sentence"]
+
+
+# ------------------------------------------------------------------------------------------ rendering
+
+
+def test_render_sentence_puts_keys_in_code_and_the_marker_at_the_end():
+    (unit,) = build_units("Raise max.poll.interval.ms when processing is slow.")
+    assert render_unit(unit, 2) == "Raise `max.poll.interval.ms` when processing is slow. [2]"
+
+
+def test_render_list():
+    (unit,) = build_units("Kafka supports the following SASL mechanisms:\n- GSSAPI (Kerberos)\n  - PLAIN")
+    assert render_unit(unit, 1) == "Kafka supports the following SASL mechanisms: [1]\n- GSSAPI (Kerberos)\n  - PLAIN"
+
+
+def test_render_code_with_and_without_lead_in():
+    (led,) = build_units("To add configs:\n\n```\n$ bin/kafka-configs.sh --alter --add-config x=y\n```")
+    assert render_unit(led, 3) == "To add configs: [3]\n```\n$ bin/kafka-configs.sh --alter --add-config x=y\n```"
+    (bare,) = build_units("```\nuses ``` inside\n```")
+    assert render_unit(bare, 4) == "````\nuses ``` inside\n````\n[4]"
+
+
+def test_render_setting():
+    first, second = [u for u in build_units(SETTINGS, heading="acks") if u.kind == "setting"]
+    assert render_unit(first, 1) == (
+        "`acks`: The number of acknowledgments the producer requires. This controls durability. "
+        "(Type: string · Default: all · Valid Values: [all, -1, 0, 1] · Importance: low) [1]"
+    )
+    assert render_unit(second, 2).startswith("`retries`: Setting a value greater than zero")
+
+
+def test_render_row_with_and_without_header():
+    units = build_units(ERRORS)
+    assert render_unit(units[1], 5) == (
+        "`INVALID_RECORD_STATE` (Code: 121 · Retriable: False): The record state is invalid. "
+        "The acknowledgement of delivery could not be completed. [5]"
+    )
+    assert render_unit(units[2], 6) == "`NONE` (Code: 0 · Retriable: False) [6]"
+    bare = build_units("\n".join(ERRORS.split("\n")[2:]))
+    assert render_unit(bare[0], 1).startswith("`INVALID_RECORD_STATE` (121 · False): The record state")
+
+
+# ------------------------------------------------------------------------------------------ real corpora
+
+
+def _chunks(path: Path):
+    return chunk_document(load_document(path.read_bytes(), path.name), 900, 150)
+
+
+def _corpus_files() -> list[Path]:
+    pages = [KAFKA_DOCS / page for page in DOC_PAGES if (KAFKA_DOCS / page).exists()]
+    return sorted(SEEDS.glob("*.txt")) + pages
+
+
+@pytest.mark.parametrize("path", _corpus_files(), ids=lambda p: p.name)
+def test_every_part_of_every_unit_is_verbatim_and_in_order(path):
+    total = 0
+    for chunk in _chunks(path):
+        units = build_units(chunk.text, chunk.section_path[-1])
+        total += len(units)
+        starts = []
+        for unit in units:
+            assert unit.parts and all(unit.parts), unit
+            cursor = 0
+            for part in unit.parts:  # each part in the text, after the one before it
+                found = chunk.text.find(part, cursor)
+                assert found >= 0, (chunk.section_path, part)
+                cursor = found
+            starts.append(chunk.text.find(unit.parts[0]))
+            assert render_unit(unit, 1)
+        assert [u.position for u in units] == list(range(len(units)))
+        assert unit_texts(chunk.text, chunk.section_path) == [u.text for u in units]
+    assert total > 0
+
+
+def test_kafka_docs_producer_config_settings_carry_their_key():
+    path = KAFKA_DOCS / "generated/producer_config.html"
+    if not path.exists():
+        pytest.skip("the Kafka docs corpus is not on this machine")
+    settings = {
+        u.subject: u
+        for chunk in _chunks(path)
+        for u in build_units(chunk.text, chunk.section_path[-1])
+        if u.kind == "setting"
+    }
+    assert "Default: | 33554432" in settings["buffer.memory"].text
+    assert "Default: | all" in settings["acks"].text
+    assert "Kafka supports" not in settings["acks"].text
+
+
+def test_kafka_docs_security_keeps_the_sasl_list_with_its_lead_in():
+    path = KAFKA_DOCS / "security.html"
+    if not path.exists():
+        pytest.skip("the Kafka docs corpus is not on this machine")
+    lists = [u for c in _chunks(path) for u in build_units(c.text, c.section_path[-1]) if u.kind == "list"]
+    sasl = [u for u in lists if u.parts[0] == "Kafka supports the following SASL mechanisms:"]
+    assert sasl and all("GSSAPI" in u.parts[1] for u in sasl)
+
+
+def test_seed_diagnostic_commands_are_one_code_unit():
+    path = next(SEEDS.glob("000_*.txt"))
+    chunk = next(c for c in _chunks(path) if "kafka-share-groups.sh" in c.text)
+    code = [u for u in build_units(chunk.text, chunk.section_path[-1]) if u.kind == "code"]
+    assert len(code) == 1
+    assert code[0].text.startswith(
+        "# Describe share group state and members\n"
+        "kafka-share-groups.sh --bootstrap-server localhost:9092 --describe --group <share-group-id>"
+    )
