@@ -504,13 +504,13 @@ def render_unit(unit: EvidenceUnit, marker: int) -> str:
     """The unit as answer Markdown, with " [marker]" on its first prose line (own line after a bare code block)."""
     cite = f" [{marker}]"
     if unit.kind == "code":
-        *lead, code = unit.parts
+        *led_by, code = unit.parts
         fence = _fence_for(code)
         block = f"{fence}\n{textwrap.dedent(code)}\n{fence}"
-        return f"{format_sentence(lead[0])}{cite}\n{block}" if lead else f"{block}\n[{marker}]"
+        return f"{format_sentence(led_by[0])}{cite}\n{block}" if led_by else f"{block}\n[{marker}]"
     if unit.kind == "list":
-        lead, items = unit.parts
-        return f"{format_sentence(lead)}{cite}\n{_render_items(items)}"
+        lead_in, items = unit.parts
+        return f"{format_sentence(lead_in)}{cite}\n{_render_items(items)}"
     if unit.kind == "setting":
         return _render_setting(unit) + cite
     if unit.kind == "row":
