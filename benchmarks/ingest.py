@@ -68,7 +68,7 @@ def encoded_texts(index_dir: Path) -> tuple[list[str], np.ndarray]:
     """What `embed_rows` encoded for this index, in table order, and the vectors it stored for them."""
     from rag.chunking import dense_text
     from rag.index_store import read_chunk_table
-    from rag.sentences import split_units
+    from rag.units import unit_texts
 
     table = read_chunk_table(index_dir)
     assert table is not None, f"no index in {index_dir}"
@@ -76,7 +76,7 @@ def encoded_texts(index_dir: Path) -> tuple[list[str], np.ndarray]:
     texts = [dense_text(r["section_path"], r["text"]) for r in rows]
     vectors = [r["vector"] for r in rows]
     for row in rows:
-        texts += split_units(row["text"])
+        texts += unit_texts(row["text"], row["section_path"])
         vectors += row["unit_vectors"]
     return texts, np.asarray(vectors, dtype=np.float32)
 

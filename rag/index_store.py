@@ -54,7 +54,7 @@ CHUNK_SCHEMA = pa.schema(
         ("end", pa.int64()),
         ("url", pa.string()),
         ("vector", pa.list_(pa.float32())),
-        ("unit_vectors", pa.list_(pa.list_(pa.float32()))),  # one per `rag.sentences.split_units(text)` unit
+        ("unit_vectors", pa.list_(pa.list_(pa.float32()))),  # one per `rag.units.build_units` unit, in order
     ]
 )
 

@@ -23,11 +23,11 @@ from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
 from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, load_embedder, model_identity
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
-from rag.sentences import split_units
 from rag.settings import Settings
+from rag.units import UNITS_VERSION, unit_texts
 
 Progress = Callable[[str], None]
-ROWS_PER_ENCODE = 256  # chunk rows per encode call (with their sentence units): enough to sort texts by length
+ROWS_PER_ENCODE = 256  # chunk rows per encode call (with their evidence units): enough to sort texts by length
 
 
 def no_progress(message: str) -> None:
@@ -60,6 +60,7 @@ class IngestConfig:
             "version": CHUNKER_VERSION,
             "chunk_size": self.chunk_size,
             "chunk_overlap": self.chunk_overlap,
+            "units_version": UNITS_VERSION,  # unit vectors are reused only when units are built the same way
         }
 
 
@@ -138,9 +139,9 @@ def chunk_files(files: Iterable[tuple[str, bytes]], config: IngestConfig) -> Ite
 def embed_rows(
     rows: Iterable[dict[str, Any]], config: IngestConfig, known_ids: frozenset[str] = frozenset()
 ) -> Iterator[dict[str, Any]]:
-    """Fill `vector` (and `unit_vectors`, one per sentence unit) on chunk rows not in `known_ids`.
+    """Fill `vector` (and `unit_vectors`, one per `rag.units.build_units` unit) on chunk rows not in `known_ids`.
 
-    Sentence units are embedded here, once, so answering a question only has to embed the question.
+    Evidence units are embedded here, once, so answering a question only has to embed the question.
     Rows are embedded a batch at a time; other rows pass through.
 
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
@@ -153,7 +154,7 @@ def embed_rows(
     def flush() -> Iterator[dict[str, Any]]:
         nonlocal seconds
         assert embedder is not None  # loaded before the first row is batched
-        units = [split_units(r["text"]) for r in batch]
+        units = [unit_texts(r["text"], r["section_path"]) for r in batch]
         texts = [r["embedding_text"] for r in batch] + [u for row_units in units for u in row_units]
         started = time.perf_counter()
         vectors = embedder.encode(texts, batch_size=config.encode_batch_size)

@@ -22,7 +22,7 @@ from rag.embedding import load_embedder, model_identity
 from rag.errors import NoDocumentsError, SourceNotFoundError
 from rag.index_store import current_version, load_index, read_manifest
 from rag.ingest import chunk_files, local_engine, run_ingest
-from rag.sentences import split_units
+from rag.units import UNITS_VERSION, unit_texts
 from tests.conftest import SEEDS, default_ingest_config, run_kafka_rag
 
 pytestmark = pytest.mark.slow
@@ -102,6 +102,7 @@ def test_full_ingest_publishes_a_complete_manifest(built):
     assert manifest["model"]["fingerprint"] == identity.fingerprint
     assert manifest["model"]["normalized"] is True
     assert manifest["chunker"] == default_ingest_config().chunker()
+    assert manifest["chunker"]["units_version"] == UNITS_VERSION
     assert manifest["chunker"]["chunk_size"] == 900 and manifest["chunker"]["chunk_overlap"] == 150
     assert manifest["faiss"] == {"type": "Flat", "metric": "inner_product"}
     assert [f["source_path"] for f in manifest["files"]] == seeds
@@ -151,7 +152,7 @@ def test_full_ingest_chunk_table_and_vectors(built):
     np.testing.assert_allclose(np.linalg.norm(loaded.vectors, axis=1), 1.0, atol=1e-5)
     for row, units in zip(rows, loaded.unit_vectors, strict=True):
         assert row["section_path"][0] == row["title"] and len(row["section_path"]) >= 1
-        assert units.shape == (len(split_units(row["text"])), 384)
+        assert units.shape == (len(unit_texts(row["text"], row["section_path"])), 384)
     # A stored vector is the model's vector for the chunk's embedding text (section path, then text).
     embedder = load_embedder(default_ingest_config().model)
     sample = rows[:: max(1, len(rows) // 8)]
@@ -238,6 +239,24 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
     query = load_embedder(default_ingest_config().model).encode([NEW_SENTENCE])
     _, hits = loaded.faiss_index.search(query, 1)
     assert NEW_SENTENCE in loaded.chunks.column("text")[int(hits[0][0])].as_py()
+
+
+def test_a_new_units_version_re_embeds_everything(workspace, monkeypatch):
+    """Unit vectors of an index built with another unit splitter are never reused: they would not line up."""
+    corpus, index_dir = workspace
+    monkeypatch.setattr("rag.ingest.UNITS_VERSION", UNITS_VERSION + 1)
+    seen: list[tuple[list[str], frozenset[str]]] = []
+
+    class Seen(Exception):
+        pass
+
+    def recording_engine(files, config, known_ids, progress):
+        seen.append((sorted(f.source_path for f in files), known_ids))
+        raise Seen
+
+    with pytest.raises(Seen):
+        run_ingest([corpus], index_dir, default_ingest_config(), engine=recording_engine)
+    assert seen == [(sorted(p.name for p in corpus.iterdir()), frozenset())]
 
 
 def test_removed_file_disappears_from_the_new_version(workspace):

@@ -26,9 +26,9 @@ from rag.embedding import load_embedder
 from rag.errors import ConfigurationError
 from rag.index_store import current_version, load_index, read_manifest
 from rag.ingest import chunk_files, run_ingest
-from rag.sentences import split_units
 from rag.settings import Settings
 from rag.spark_job import check_java, spark_engine
+from rag.units import unit_texts
 from tests.conftest import KAFKA_DOCS, SEEDS, default_ingest_config, free_port, run_kafka_rag, stop_process_group
 
 PLAIN_COLUMNS = ("doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end", "url")
@@ -106,7 +106,7 @@ def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_ind
     vectors = embedder.encode([by_id[r["chunk_id"]]["embedding_text"] for r in sample])
     np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), vectors, atol=1e-5)
     for row in sample:
-        units = split_units(row["text"])
+        units = unit_texts(row["text"], row["section_path"])
         np.testing.assert_allclose(
             np.asarray(row["unit_vectors"]).reshape(len(units), -1), embedder.encode(units), atol=1e-5
         )
