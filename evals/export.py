@@ -78,6 +78,7 @@ def langsmith_rows(outputs: Iterable[RunOutput]) -> list[dict[str, Any]]:
                 },
                 "metadata": {
                     "golden_id": item.id,
+                    "part": item.part,
                     "tags": list(item.tags),
                     "answerable": item.answerable,
                     "followup": bool(item.history),

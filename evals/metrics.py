@@ -3,6 +3,7 @@
 A retrieved passage is graded 2 when it contains an evidence string (normalised as the golden loader
 does), 1 when it comes from one of the item's source documents, 0 otherwise. Hit, MRR and the
 follow-up figures count grade 2 only; nDCG uses the grades; `doc_*` metrics count grade >= 1.
+`summarise_parts` gives the same metrics for each part of the tune/test split.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evals.golden import normalise
+from evals.golden import PARTS, normalise, part_of
 
 HIT_KS = (1, 3, 5, 10)
 RANK_DEPTH = 10  # passages fetched per query for the ranking metrics
@@ -129,6 +130,11 @@ class QuestionScore:
     abstained: bool
     latency_ms: float
     context_chars: int  # characters of the top-k passages the answerer is given
+    answer_chars: int  # characters of the answer text
+
+    @property
+    def part(self) -> str:
+        return part_of(self.id)
 
     @property
     def rank(self) -> int | None:
@@ -165,6 +171,7 @@ class QuestionScore:
     def outcome(self) -> dict[str, Any]:
         """The per-question record a later run's baseline comparison reads."""
         return {
+            "part": self.part,
             "pass": self.passed,
             "hit@5": bool(hit(self.rank, 5)) if self.answerable else None,
             "facts_ok": self.facts_ok if self.answerable else None,
@@ -191,6 +198,7 @@ def summarise(scores: Sequence[QuestionScore]) -> dict[str, float | int | None]:
     metrics["p50_ms"] = percentile(latencies, 50)
     metrics["p95_ms"] = percentile(latencies, 95)
     metrics["avg_context_chars"] = _mean(float(s.context_chars) for s in scores)
+    metrics["answer_chars_p50"] = percentile([float(s.answer_chars) for s in answerable if not s.abstained], 50)
     for k in HIT_KS:
         metrics[f"doc_hit@{k}"] = _mean(hit(s.doc_rank, k) for s in answerable)
     metrics["doc_mrr@10"] = _mean(reciprocal_rank(s.doc_rank) for s in answerable)
@@ -203,6 +211,11 @@ def summarise(scores: Sequence[QuestionScore]) -> dict[str, float | int | None]:
     metrics["unanswerable"] = len(unanswerable)
     metrics["followups"] = len(followups)
     return metrics
+
+
+def summarise_parts(scores: Sequence[QuestionScore]) -> dict[str, dict[str, float | int | None]]:
+    """`summarise` over each part of the tune/test split: {"tune": {...}, "test": {...}}."""
+    return {part: summarise([s for s in scores if s.part == part]) for part in PARTS}
 
 
 def _mean(values: Iterable[float]) -> float | None:

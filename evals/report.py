@@ -1,7 +1,8 @@
 """Rendering an eval run for people: `report.md` tables and a self-contained `report.html` with plots.
 
-Both reports render the same tables: overall per retrieval mode, per tag, per document and per
-question. The HTML adds matplotlib PNGs inlined as base64 so the file can be mailed or archived alone.
+Both reports render the same tables: overall per retrieval mode and part of the tune/test split (all,
+tune, test), per tag, per document and per question. The HTML adds matplotlib PNGs inlined as base64
+so the file can be mailed or archived alone.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evals.golden import PARTS
 from evals.metrics import RANK_DEPTH, QuestionScore, hit, summarise
 
 MAIN_METRICS = (
+    "questions",
     "hit@1",
     "hit@3",
     "hit@5",
@@ -30,6 +33,7 @@ MAIN_METRICS = (
     "p50_ms",
     "p95_ms",
     "avg_context_chars",
+    "answer_chars_p50",
 )
 DOC_METRICS = ("doc_hit@1", "doc_hit@3", "doc_hit@5", "doc_hit@10", "doc_mrr@10")
 FOLLOWUP_METRICS = ("followup_hit@5", "followup_raw_hit@5", "followup_mrr@10", "followup_raw_mrr@10")
@@ -60,7 +64,7 @@ def fmt(value: Any, name: str = "") -> str:
     if isinstance(value, float):
         if name.endswith("_ms"):
             return f"{value:.1f}"
-        if name.endswith("_chars"):
+        if "_chars" in name:
             return f"{value:.0f}"
         return f"{value:.3f}"
     return str(value)
@@ -90,9 +94,20 @@ def modes_of(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {doc["mode"]: doc, **doc.get("by_mode", {})}
 
 
+def part_columns(by_mode: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """'<mode> all', '<mode> tune', '<mode> test' -> metrics, for every mode in order."""
+    columns: dict[str, Mapping[str, Any]] = {}
+    for mode, block in by_mode.items():
+        columns[f"{mode} all"] = block
+        for part in PARTS:
+            columns[f"{mode} {part}"] = block.get("parts", {}).get(part, {})
+    return columns
+
+
 def _metric_table(title: str, names: Sequence[str], by_mode: Mapping[str, Mapping[str, Any]]) -> Table:
-    rows = tuple((name, *(fmt(m.get(name), name) for m in by_mode.values())) for name in names)
-    return Table(title, ("metric", *by_mode), rows)
+    columns = part_columns(by_mode)
+    rows = tuple((name, *(fmt(m.get(name), name) for m in columns.values())) for name in names)
+    return Table(title, ("metric", *columns), rows)
 
 
 def _groups(
@@ -128,6 +143,7 @@ def _question_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
         out.append(
             (
                 r["id"],
+                r["part"],
                 fmt(r["pass"]),
                 r["question"],
                 fmt(r["rank"]),
@@ -142,6 +158,7 @@ def _question_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
         )
     headers = (
         "id",
+        "part",
         "pass",
         "question",
         "rank",
@@ -168,8 +185,10 @@ def markdown_report(doc: Mapping[str, Any], tables: Sequence[Table]) -> str:
 
 def _header_lines(doc: Mapping[str, Any]) -> list[str]:
     config, index, model = doc["config"], doc["index"], doc["model"]
+    parts = doc.get("parts", {})
+    sizes = "".join(f", {parts[p]['questions']} {p}" for p in PARTS if p in parts)
     return [
-        f"- golden: {', '.join(config['golden'])} ({doc['questions']} questions)",
+        f"- golden: {', '.join(config['golden'])} ({doc['questions']} questions{sizes})",
         f"- index: {config['index_dir']} version {index.get('version', '?')} ({index.get('documents', '?')} "
         f"documents, {index.get('chunks', '?')} chunks, {index.get('index_type', '?')})",
         f"- embedding model: {model['embedding']}; answerer: {model['answerer']}"

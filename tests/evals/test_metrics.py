@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from evals.golden import PARTS, part_of
 from evals.metrics import (
     QuestionScore,
     citation_ok,
@@ -20,6 +21,7 @@ from evals.metrics import (
     reciprocal_rank,
     regressions,
     summarise,
+    summarise_parts,
     supports,
 )
 
@@ -123,7 +125,7 @@ def test_percentile_interpolates_like_numpy():
     assert percentile([], 50) is None
 
 
-def _score(qid, answerable, grades, facts, cites, abstained, latency, ctx, raw=None, tags=()):
+def _score(qid, answerable, grades, facts, cites, abstained, latency, ctx, answer=0, raw=None, tags=()):
     return QuestionScore(
         id=qid,
         tags=tags,
@@ -137,15 +139,16 @@ def _score(qid, answerable, grades, facts, cites, abstained, latency, ctx, raw=N
         abstained=abstained,
         latency_ms=latency,
         context_chars=ctx,
+        answer_chars=answer,
     )
 
 
 TOY = [
-    _score("A", True, (1, 2, 0), (True, False), (True, True), False, 100, 1000),
-    _score("B", True, (0, 0, 0, 0, 0, 2), (False, False), (True, False), False, 200, 2000, raw=(2,)),
-    _score("C", True, (0,) * 10, (False,), (), True, 300, 3000),
-    _score("D", False, (0, 0), (), (), True, 400, 0),
-    _score("E", False, (0,), (), (False,), False, 500, 500),
+    _score("A", True, (1, 2, 0), (True, False), (True, True), False, 100, 1000, answer=120),
+    _score("B", True, (0, 0, 0, 0, 0, 2), (False, False), (True, False), False, 200, 2000, answer=900, raw=(2,)),
+    _score("C", True, (0,) * 10, (False,), (), True, 300, 3000, answer=5000),
+    _score("D", False, (0, 0), (), (), True, 400, 0, answer=70),
+    _score("E", False, (0,), (), (False,), False, 500, 500, answer=4000),
 ]
 
 
@@ -157,8 +160,9 @@ def test_question_score_properties():
     assert a.key_fact_recall == 0.5 and a.facts_ok
     assert b.citation_precision == 0.5 and c.citation_precision is None
     assert [s.passed for s in TOY] == [True, False, False, True, False]
-    assert a.outcome() == {"pass": True, "hit@5": True, "facts_ok": True, "abstained": False}
-    assert d.outcome() == {"pass": True, "hit@5": None, "facts_ok": None, "abstained": True}
+    assert a.outcome() == {"part": part_of("A"), "pass": True, "hit@5": True, "facts_ok": True, "abstained": False}
+    assert d.outcome() == {"part": part_of("D"), "pass": True, "hit@5": None, "facts_ok": None, "abstained": True}
+    assert [s.part for s in TOY] == [part_of(s.id) for s in TOY]
 
 
 def test_summarise_toy_run():
@@ -181,6 +185,7 @@ def test_summarise_toy_run():
     assert m["p50_ms"] == pytest.approx(300)
     assert m["p95_ms"] == pytest.approx(480)  # pos 3.8 -> 400 + 0.8 * 100
     assert m["avg_context_chars"] == pytest.approx(1300)
+    assert m["answer_chars_p50"] == pytest.approx(510)  # answered answerable items only: A 120, B 900
     assert m["doc_hit@1"] == pytest.approx(1 / 3)
     assert m["doc_hit@5"] == pytest.approx(1 / 3)
     assert m["doc_hit@10"] == pytest.approx(2 / 3)
@@ -196,8 +201,21 @@ def test_summarise_undefined_metrics_are_none():
     m = summarise([TOY[3]])  # one unanswerable item
     assert m["hit@5"] is None and m["key_fact_recall"] is None and m["over_abstention"] is None
     assert m["abstention_recall"] == 1.0
+    assert m["answer_chars_p50"] is None  # no answered answerable item
     empty = summarise([])
     assert empty["p50_ms"] is None and empty["questions"] == 0
+
+
+def test_summarise_parts_gives_every_metric_per_part():
+    ids = [f"q{n}" for n in range(12)]
+    scores = [_score(qid, True, (2,), (True,), (True,), False, 10.0 * n, 100, answer=n) for n, qid in enumerate(ids)]
+    parts = summarise_parts(scores)
+    assert list(parts) == list(PARTS)
+    for part in PARTS:
+        members = [s for s in scores if part_of(s.id) == part]
+        assert members and parts[part] == summarise(members)
+        assert set(parts[part]) == set(summarise(scores))
+    assert parts["tune"]["questions"] + parts["test"]["questions"] == len(scores)
 
 
 def test_regressions_respect_direction_and_tolerance():
