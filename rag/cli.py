@@ -11,6 +11,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from rag.errors import KafkaRagError, QuestionError, SourceNotFoundError
 from rag.settings import RETRIEVAL_MODES, Settings
 
 SAMPLE_QUESTION = "What does error code 121 INVALID_RECORD_STATE mean?"
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _ADAPTERS = {"serve": "ui.web", "slack": "ui.slack_app", "eval": "evals.runner"}
 _ADAPTER_HELP = {
     "serve": "start the chat web UI (Gradio) on the published index",
@@ -193,7 +195,7 @@ def _chat(args: argparse.Namespace) -> int:
 
 def render_answer(answer) -> str:
     """Terminal rendering: the answer, its notes, then the numbered sources."""
-    lines = [answer.text]
+    lines = [terminal_text(answer.text)]
     lines += [f"\nNote: {note}" for note in answer.notes]
     if answer.citations:
         lines.append("\nSources:")
@@ -201,6 +203,23 @@ def render_answer(answer) -> str:
     if answer.related:
         lines.append("\nPossibly related:")
         lines += [f"  - {p.heading} ({p.source_path})" for p in answer.related]
+    return "\n".join(lines)
+
+
+def terminal_text(markdown: str) -> str:
+    """Answer Markdown for a terminal: fenced blocks lose their fences and are indented four spaces."""
+    lines: list[str] = []
+    fence: str | None = None
+    for line in markdown.split("\n"):
+        match = _FENCE.match(line)
+        if fence is None and match:
+            fence = match.group(1)
+        elif fence is not None and match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+            fence = None
+        elif fence is not None:
+            lines.append(f"    {line}" if line.strip() else "")
+        else:
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rag import append_feedback, feedback_record
-from rag.cli import main
+from rag.cli import main, terminal_text
 from rag.passages import Answer, Citation, Passage
 from tests.conftest import run_kafka_rag
 
@@ -175,3 +175,10 @@ def test_feedback_export_without_a_file_is_one_line(tmp_path, capsys):
     assert captured.err.strip().splitlines() == [
         f"kafka-rag: No feedback file at {tmp_path / 'none.jsonl'}: nothing has been rated yet"
     ]
+
+
+def test_terminal_text_shows_fenced_blocks_indented_without_fences():
+    markdown = "To add configs: [1]\n````\n$ bin/kafka-configs.sh --alter \\\n    --add-config x=y\n```\n````\n[2]"
+    assert terminal_text(markdown) == (
+        "To add configs: [1]\n    $ bin/kafka-configs.sh --alter \\\n        --add-config x=y\n    ```\n[2]"
+    )

@@ -28,7 +28,7 @@ _INLINE = re.compile(
     r"|\*\*(?=\S)(?P<bold>[^*\n]+?)(?<=\S)\*\*"
     r"|\[(?P<marker>\d+)\]"
 )
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _BULLET = re.compile(r"^\s*[-*+]\s+")
 _SAFE_URL = re.compile(r"https?://[A-Za-z0-9.\-]+(?::\d+)?(?:/[^\s<>()\[\]\"'`\\]*)?")
 
@@ -81,17 +81,24 @@ def render_answer_text(text: str, labels: dict[int, str]) -> str:
     for line in text.split("\n"):
         match = _FENCE.match(line)
         if fence is not None:
-            lines.append(line)  # fence content is printed literally by the renderer
-            if match and match.group(1) == fence:
+            if match and _closes(match.group(1), fence):
+                lines.append(fence)  # our own closer, so the renderer ends the block exactly here
                 fence = None
+            else:
+                lines.append(line)  # fence content is printed literally by the renderer
         elif match:
             fence = match.group(1)
-            lines.append(fence)  # the info string is dropped: it could carry anything
+            lines.append(fence)  # at column 0, outside any list; the info string is dropped: it could carry anything
         else:
             lines.append(_render_answer_line(line, labels))
     if fence is not None:
         lines.append(fence)
     return "\n".join(lines)
+
+
+def _closes(run: str, fence: str) -> bool:
+    """A run of the fence's character at least as long as it ends the block (CommonMark, or earlier)."""
+    return run[0] == fence[0] and len(run) >= len(fence)
 
 
 def _render_answer_line(line: str, labels: dict[int, str]) -> str:

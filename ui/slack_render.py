@@ -51,7 +51,8 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+")
 _RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?")
-_FENCE = re.compile(r"^\s*(```|~~~)")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_BACKTICK_RUN = re.compile(r"`{3,}")
 _URL_SCHEMES = ("http://", "https://", "mailto:")
 _TRAILING_PUNCTUATION = ".,;:!?)"
 
@@ -77,11 +78,11 @@ def to_mrkdwn(markdown: str) -> str:
     for line in _PLACEHOLDER.sub("", markdown).split("\n"):
         opener = _FENCE.match(line)
         if fence is not None:
-            if opener and opener.group(1) == fence:
+            if opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence):
                 fence = None
                 lines_out.append("```")
-            else:
-                lines_out.append(escape(line))
+            else:  # Slack has only ``` fences: a run of backticks inside would end the block, so it is broken up
+                lines_out.append(_BACKTICK_RUN.sub(lambda m: "\u200b".join(m.group(0)), escape(line)))
         elif opener:
             fence = opener.group(1)
             lines_out.append("```")

@@ -140,6 +140,20 @@ def test_code_fences_drop_the_language_and_escape_but_do_not_format_their_conten
     assert to_mrkdwn(markdown) == "Set it:\n```\n**not bold** &lt;!channel&gt; a&amp;b\n```\nDone *now*."
 
 
+def test_an_evidence_code_unit_stays_one_slack_code_block():
+    markdown = "- Describe it: [1]\n  ````\n  bin/kafka-topics.sh --describe <t>\n  uses ``` inside\n  ````\n[2]"
+    mrkdwn = to_mrkdwn(markdown)
+    assert mrkdwn.split("\n") == [
+        "• Describe it: [1]",
+        "```",
+        "  bin/kafka-topics.sh --describe &lt;t&gt;",
+        "  uses `\u200b`\u200b` inside",
+        "```",
+        "[2]",
+    ]
+    assert mrkdwn.count("```") == 2
+
+
 def test_an_unclosed_fence_is_closed():
     assert to_mrkdwn("```\ncode <x>").endswith("```\ncode &lt;x&gt;\n```")
 

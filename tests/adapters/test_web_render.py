@@ -152,6 +152,32 @@ def test_an_unclosed_fence_while_streaming_is_closed() -> None:
     assert "<partial" in "".join(to_html(markdown).text)
 
 
+def test_an_evidence_code_unit_renders_as_one_code_block_with_its_marker_outside() -> None:
+    code = "# describe\nbin/kafka-topics.sh --describe <topic> \\\n    --exclude-internal\nuses ``` inside"
+    text = f"**How to check**\n- Describe the topic: [1]\n````\n{code}\n````\n[2]\n- After it. [1]"
+    cited = (Citation(1, passage(), ()), Citation(2, passage(), ()))
+    markdown = render.render_answer(answer(text, cited))
+    html = MarkdownIt("commonmark", {"html": True}).render(markdown)
+    assert html.count("<pre>") == 1
+    block = html[html.index("<pre>") : html.index("</pre>")]
+    assert "&lt;topic&gt;" in block and "    --exclude-internal" in block and "uses ``` inside" in block
+    assert "cite" not in block and "[2]" not in block  # the marker after the fence is a citation span
+    assert html.count('class="cite"') == 3
+
+
+def test_a_fence_under_a_list_item_cannot_leak_its_content_as_markup() -> None:
+    text = "- Run this: [1]\n  ```\n<script>alert(1)</script>\n  ```\n- Then <b>check</b>."
+    rendered = to_html(render.render_answer(answer(text, (Citation(1, passage(), ()),))))
+    assert {tag for tag, _ in rendered.tags} <= {"p", "span", "code", "ul", "li", "pre"}
+    assert "<script>alert(1)</script>" in "".join(rendered.text) and "<b>check</b>" in "".join(rendered.text)
+
+
+def test_a_longer_fence_is_closed_only_by_a_run_as_long() -> None:
+    markdown = render.render_answer_text("````\n```\n<x>\n````\nAfter <b>", {})
+    html = MarkdownIt("commonmark", {"html": True}).render(markdown)
+    assert html.count("<pre>") == 1 and "```\n&lt;x&gt;" in html and "&lt;b&gt;" in html.split("</pre>")[1]
+
+
 def test_notes_are_shown_under_the_answer() -> None:
     rendered = to_html(render.render_answer(answer("Done.", notes=("Input trimmed to its error <lines>",))))
     assert visible(rendered).endswith("Input trimmed to its error <lines>")
