@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from rag.query import MAX_SIGNAL_CHARS, is_followup, looks_like_log, reduce_to_signal, rewrite_followup
+from rag.lexical import tokenize
+from rag.query import (
+    MAX_SIGNAL_CHARS,
+    is_followup,
+    line_place,
+    looks_like_log,
+    parse_query,
+    reduce_to_signal,
+    rewrite_followup,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -258,3 +267,168 @@ def test_rewrite_prefers_the_latest_user_turn():
 
 def test_rewrite_is_deterministic():
     assert rewrite_followup("and its default?", HISTORY) == rewrite_followup("and its default?", HISTORY)
+
+
+# ------------------------------------------------------------------------------------------ parse_query
+
+PRODUCER_COMMAND = "$ bin/kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders"
+METADATA_WARN = (
+    "[2024-05-02 10:11:12,345] WARN [Producer clientId=console-producer] Error while fetching metadata with "
+    "correlation id 7 : {orders=UNKNOWN_TOPIC_OR_PARTITION} (org.apache.kafka.clients.NetworkClient)"
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "place"),
+    [
+        (PRODUCER_COMMAND, "command"),
+        ("bin/kafka-topics.sh --create --topic t --partitions 3", "command"),
+        ("kafka-consumer-groups.sh --describe --group g", "command"),
+        ("--bootstrap-server localhost:9092 --group g", "command"),  # a continuation: flags only
+        ("\tat org.apache.kafka.clients.NetworkClient.poll(NetworkClient.java:12)", "frame"),
+        ("    at org.apache.kafka.streams.KafkaStreams.start(KafkaStreams.java:601)", "frame"),
+        ("\t... 12 more", "frame"),
+        (METADATA_WARN, "error"),
+        ("2024-05-02 10:11:12,345 ERROR [main] Sender failed", "error"),
+        ("org.apache.kafka.common.errors.TimeoutException: Topic orders not present in metadata", "error"),
+        ("Caused by: java.lang.IllegalStateException: no", "error"),
+        ("why does my producer keep failing?", "question"),
+        ("what is the default value of acks?", "question"),
+    ],
+)
+def test_line_place(line, place):
+    assert line_place(line) == place
+
+
+def test_command_line_is_context_and_the_error_line_is_focus():
+    query = parse_query(f"{PRODUCER_COMMAND}\n{METADATA_WARN}")
+    assert {(i.name, i.place) for i in query.identifiers} == {
+        ("kafka-console-producer", "command"),
+        ("unknown_topic_or_partition", "error"),
+    }
+    assert query.focus_identifiers == {"unknown_topic_or_partition"}
+    assert query.context_identifiers == {"kafka-console-producer"}
+
+
+def test_command_line_is_dropped_from_the_text_when_the_paste_has_an_error_line():
+    query = parse_query(f"{PRODUCER_COMMAND}\n{METADATA_WARN}")
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in query.text
+    assert "kafka-console-producer" not in query.text and "--bootstrap-server" not in query.text
+    assert "kafka-console-producer" not in " ".join(query.tokens)
+    assert query.trimmed is True
+    assert query.tokens == tuple(tokenize(query.text))
+
+
+def test_stack_frames_are_dropped_and_their_classes_are_context():
+    query = parse_query(
+        "org.apache.kafka.common.errors.TimeoutException: Topic orders not present in metadata after 60000 ms.\n"
+        "\tat org.apache.kafka.clients.producer.KafkaProducer.doSend(KafkaProducer.java:1000)\n"
+    )
+    assert "TimeoutException" in query.text
+    assert "KafkaProducer.java" not in query.text
+    assert "timeoutexception" in query.focus_identifiers
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        f"my kafka-console-producer.sh hangs, why?\n{PRODUCER_COMMAND}",
+        f"{PRODUCER_COMMAND}\nmy kafka-console-producer.sh hangs, why?",
+    ],
+    ids=["prose-first", "command-first"],
+)
+def test_identifier_in_prose_is_focus_even_when_the_command_repeats_it(paste):
+    query = parse_query(paste)
+    assert "kafka-console-producer" in query.focus_identifiers
+    assert "kafka-console-producer" not in query.context_identifiers
+    assert {i.place for i in query.identifiers if i.name == "kafka-console-producer"} == {"question"}
+
+
+def test_identifier_in_an_error_line_is_focus_even_when_the_command_repeats_it():
+    paste = (
+        "$ bin/kafka-configs.sh --bootstrap-server b:9092 --alter --entity-type topics --entity-name orders "
+        "--add-config max.message.bytes=2000000\n"
+        "org.apache.kafka.common.errors.InvalidConfigurationException: max.message.bytes is out of range"
+    )
+    query = parse_query(paste)
+    assert {i.place for i in query.identifiers if i.name == "max.message.bytes"} == {"error"}
+    assert {"max.message.bytes", "invalidconfigurationexception"} <= query.focus_identifiers
+    assert query.context_identifiers == {"kafka-configs"}
+
+
+def test_a_tool_only_in_the_command_line_is_context():
+    query = parse_query(f"it prints this:\n{PRODUCER_COMMAND}\n{METADATA_WARN}")
+    assert "kafka-console-producer" in query.context_identifiers
+    assert "kafka-console-producer" not in query.focus_identifiers
+    assert query.text.startswith("it prints this")
+
+
+def test_a_command_alone_is_searched_as_typed():
+    """With nothing but a command line, the command is what the question is about: it stays in the text."""
+    query = parse_query(PRODUCER_COMMAND)
+    assert "kafka-console-producer" in query.text
+    assert query.context_identifiers == {"kafka-console-producer"}
+
+
+@pytest.mark.parametrize(
+    ("question", "intent"),
+    [
+        ("What is the default value of acks for the producer?", "fact"),
+        ("Which SASL mechanisms does Kafka support?", "fact"),
+        ("what does error code 121 mean?", "fact"),
+        ("Why does my consumer keep rebalancing?", "troubleshoot"),
+        ("how do I fix a consumer that is stuck?", "troubleshoot"),
+        ("org.apache.kafka.common.errors.RecordTooLargeException: The message is 2000000 bytes", "troubleshoot"),
+        (f"{PRODUCER_COMMAND}\n{METADATA_WARN}", "troubleshoot"),
+        ("How do I check the lag of a consumer group?", "check"),
+        ("how can I verify that replication is healthy?", "check"),
+    ],
+)
+def test_intent(question, intent):
+    assert parse_query(question).intent == intent
+
+
+def test_names_skip_the_sentence_opening_word():
+    query = parse_query("Which SASL mechanisms does Kafka support? Does it work with Okta?")
+    assert query.names == ("SASL", "Kafka", "Okta")
+
+
+def test_names_come_from_the_users_own_words_not_the_paste():
+    query = parse_query(f"my Debezium connector logs this\n{METADATA_WARN}")
+    assert "Debezium" in query.names
+    assert "Producer" not in query.names and "NetworkClient" not in query.names
+
+
+def test_parse_query_with_history_rewrites_and_carries_the_subject_as_focus():
+    query = parse_query("and what's its default?", HISTORY)
+    assert query.question == "and what's its default?"
+    assert query.text == rewrite_followup("and what's its default?", HISTORY)
+    assert "transaction.timeout.ms" in query.focus_identifiers
+
+
+def test_parse_query_uses_the_given_rewrite():
+    calls = []
+
+    def rewrite(text, history):
+        calls.append((text, list(history)))
+        return "rewritten max.poll.interval.ms"
+
+    query = parse_query("and its default?", HISTORY, rewrite=rewrite)
+    assert calls == [("and its default?", HISTORY)]
+    assert query.text == "rewritten max.poll.interval.ms"
+    assert "max.poll.interval.ms" in query.focus_identifiers
+
+
+def test_parse_query_without_history_never_calls_the_rewrite():
+    query = parse_query("what is acks?", rewrite=lambda text, history: pytest.fail("rewrite called"))
+    assert query.text == "what is acks?"
+    assert query.trimmed is False
+
+
+def test_parse_query_of_a_200_kb_paste_is_fast_and_bounded():
+    paste = (f"{PRODUCER_COMMAND}\n{METADATA_WARN}\n" + TRACE) * 400
+    started = time.perf_counter()
+    query = parse_query(paste, max_chars=4000)
+    assert time.perf_counter() - started < 5.0
+    assert len(query.text) <= MAX_SIGNAL_CHARS
+    assert "unknown_topic_or_partition" in query.focus_identifiers
