@@ -17,6 +17,7 @@ from rag.errors import (
 )
 from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
 from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
+from rag.ranking import LinearModel, data_hash, model_paths
 from rag.service import Assistant
 from rag.settings import ANSWERERS, RETRIEVAL_MODES, Settings
 
@@ -36,12 +37,15 @@ __all__ = [
     "IndexStatus",
     "IngestError",
     "KafkaRagError",
+    "LinearModel",
     "Passage",
     "QuestionError",
     "SearchResult",
     "Settings",
     "append_feedback",
     "check_writable",
+    "data_hash",
     "export_thumbs_down",
     "feedback_record",
+    "model_paths",
 ]

@@ -18,7 +18,7 @@ from rag.documents import Document, Section
 from rag.identifiers import extract_identifiers
 
 CHUNKER_NAME = "structure-aware"
-CHUNKER_VERSION = 3
+CHUNKER_VERSION = 4
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
 
@@ -156,7 +156,9 @@ def _split(text: str, chunk_size: int, overlap: int) -> Iterator[tuple[int, str]
 
 
 def _sentences(block: str, offset: int, chunk_size: int) -> Iterator[tuple[int, str]]:
-    separator = _SENTENCE_END if not block.startswith("```") else re.compile(r"\n")
+    # Code and table rows are split only between lines: a row cut at a sentence end loses its name.
+    whole_lines = block.startswith("```") or _is_table(block)
+    separator = re.compile(r"\n") if whole_lines else _SENTENCE_END
     position = 0
     for match in list(separator.finditer(block)) + [None]:
         end = match.start() if match else len(block)
@@ -170,6 +172,11 @@ def _sentences(block: str, offset: int, chunk_size: int) -> Iterator[tuple[int, 
         if sentence.strip():
             yield offset + position, sentence
         position = match.end() if match else len(block)
+
+
+def _is_table(block: str) -> bool:
+    lines = block.split("\n")
+    return len(lines) > 1 and sum(" | " in line for line in lines) * 2 > len(lines)
 
 
 def _overlap_tail(piece: list[tuple[int, str]], overlap: int) -> list[tuple[int, str]]:

@@ -34,6 +34,8 @@ from rag.chunking import lexical_text
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
 from rag.lexical import build_bm25, load_bm25, save_bm25
+from rag.synthetic import SyntheticQuery, synthetic_queries
+from rag.units import UNITS_VERSION
 
 SCHEMA_VERSION = 1
 KEEP_VERSIONS = 3
@@ -153,6 +155,7 @@ def write_version(
         faiss.write_index(build_faiss(vectors, spec), str(staging / "faiss.index"))
         save_bm25(build_bm25(_embedding_texts(table)), staging / "bm25")
         pq.write_table(table, staging / "chunks.parquet")
+        pq.write_table(synthetic_table(table), staging / SYNTHETIC_FILE)
         manifest = {**manifest, "schema_version": SCHEMA_VERSION, "version": version, "faiss": spec}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
         staging.rename(final)
@@ -166,6 +169,33 @@ def write_version(
         raise
     _prune_old_versions(versions, keep=version)
     return version
+
+
+SYNTHETIC_FILE = "synthetic_queries.parquet"
+
+
+def synthetic_table(table: pa.Table) -> pa.Table:
+    """The ranker's synthetic training queries for this version's chunks (`rag.synthetic`)."""
+    rows = [
+        {"query": q.query, "chunk_id": q.chunk_id, "kind": q.kind}
+        for chunk_id, path, text in zip(
+            table.column("chunk_id").to_pylist(),
+            table.column("section_path").to_pylist(),
+            table.column("text").to_pylist(),
+            strict=True,
+        )
+        for q in synthetic_queries(chunk_id, path, text)
+    ]
+    schema = pa.schema([("query", pa.string()), ("chunk_id", pa.string()), ("kind", pa.string())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def read_synthetic(path: Path) -> list[SyntheticQuery]:
+    """A version's synthetic queries; none for a version built before they existed."""
+    file = path / SYNTHETIC_FILE
+    if not file.is_file():
+        return []
+    return [SyntheticQuery(**row) for row in pq.read_table(file).to_pylist()]
 
 
 def _embedding_texts(table: pa.Table) -> list[str]:
@@ -204,6 +234,12 @@ def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> 
     manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     if expected_model is not None:
         check_model(manifest, expected_model)
+    built_units = manifest.get("chunker", {}).get("units_version")
+    if built_units != UNITS_VERSION:  # its unit vectors would not line up with the units quoted from them
+        raise IndexMismatchError(
+            f"Index version {version} in {index_dir}/ was built with evidence units version {built_units}, "
+            f"this code uses {UNITS_VERSION}: re-run 'kafka-rag ingest'"
+        )
     try:
         table = pq.read_table(path / "chunks.parquet")
         vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32).reshape(len(table), -1)

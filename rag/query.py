@@ -1,16 +1,22 @@
-"""Turning what a user typed into a retrieval query: log reduction and follow-up rewriting.
+"""Turning what a user typed into a query value, once: log reduction, follow-up rewriting, and where
+each identifier sits.
 
 Pasted logs and stack traces are mostly noise for retrieval (timestamps, thread names, hosts, stack
 frames, hex ids); `reduce_to_signal` keeps the exception classes and messages, the `Caused by`
 chain, config keys and error codes, plus any prose the user wrote around the paste. A follow-up
 ("and what's its default?") is rewritten deterministically into a standalone query by carrying the
 subject of the earlier user turns; the LLM's rewrite replaces this when the LLM answerer is on.
+
+`parse_query` classifies every line of the paste (prose, error line, command line, stack frame), so
+an identifier the question is *about* (the exception in the error line, the key the user asks about)
+is told apart from one that only sits in context (a tool in the command that raised it, a class in a
+stack frame). Retrieval, ranking, answering and abstention all read this one value.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rag.identifiers import extract_identifiers
@@ -31,13 +37,149 @@ _HOST = re.compile(
 )
 _HEX = re.compile(r"\b(?:0x)?[0-9a-f]{12,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _FRAME = re.compile(r"^\s*(?:at\s+[\w$.<>/]+\(.*\)|\.\.\.\s*\d+\s+more|~?\[[^\]]*\.jar[^\]]*\])\s*$")
-_EXCEPTION_LINE = re.compile(r"(?:Caused by:\s*)?(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b(?::\s*.*)?")
+# An exception class (not the bare word "Error" of a log message) and its message.
+_EXCEPTION_LINE = re.compile(r"(?:Caused by:\s*)?(?:[\w$]+\.)*[\w$]*[A-Za-z](?:Exception|Error)\b(?::\s*.*)?")
 _LOG_SHAPE = re.compile(r"^\s*at\s+[\w$.]+\(|Caused by:|\b(?:ERROR|WARN|INFO)\b|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}", re.M)
 
 _SIGNAL_LINE = re.compile(r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b")
 
 _ANAPHORA = re.compile(r"\b(it|its|it's|that|this|these|those|they|them|their|there|same|such|one)\b", re.I)
 _FOLLOWUP_START = re.compile(r"^\s*(and|also|what about|how about|so|then|but|ok|okay)\b", re.I)
+
+
+# Where an identifier sits in what the user typed; the first two are what the question is about.
+FOCUS_PLACES = ("question", "error")
+CONTEXT_PLACES = ("command", "frame")
+
+_COMMAND_LINE = re.compile(
+    r"^\s*(?:[$>#%]\s+|(?:\./|bin/|/\S+/)?[\w.-]+\.(?:sh|bat|cmd)\b|(?:sudo\s+)?(?:curl|docker|kubectl|java)\s)"
+)
+_FLAGS = re.compile(r"(?:^|\s)--?[a-z][\w-]*")
+_ERROR_CALL = re.compile(
+    r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
+)
+_FIX_REQUEST = re.compile(
+    r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with|why|wrong|fail\w*|"
+    r"broken|stuck|keeps?|cannot|can't|unable|won't|doesn't|not working)\b",
+    re.I,
+)
+_CHECK_REQUEST = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|find out|inspect|verify)\b", re.I)
+
+
+@dataclass(frozen=True)
+class QueryIdentifier:
+    name: str  # as `extract_identifiers` spells it (lower-cased, `code:121`)
+    place: str  # question | error | command | frame
+
+    @property
+    def focus(self) -> bool:
+        return self.place in FOCUS_PLACES
+
+
+@dataclass(frozen=True)
+class Query:
+    """A question parsed once; every later stage reads this and never re-parses the question."""
+
+    question: str  # what the user typed
+    text: str  # the retrieval text: reduced to its signal, follow-ups made standalone, command lines dropped
+    tokens: tuple[str, ...]  # `tokenize(text)`
+    identifiers: tuple[QueryIdentifier, ...]  # of the question and, for a follow-up, of the subject carried over
+    trimmed: bool
+    intent: str  # troubleshoot (reports an error or asks for a fix) | check | fact
+    names: tuple[str, ...] = ()  # name-like words of the user's own question (products, APIs, features)
+
+    @property
+    def focus_identifiers(self) -> frozenset[str]:
+        return frozenset(i.name for i in self.identifiers if i.focus)
+
+    @property
+    def context_identifiers(self) -> frozenset[str]:
+        return frozenset(i.name for i in self.identifiers if not i.focus) - self.focus_identifiers
+
+
+def line_place(line: str) -> str:
+    """Where a line of a paste sits: a stack frame, a command line, an error/log line, or the user's prose."""
+    if _FRAME.match(line):
+        return "frame"
+    head = line[:MAX_LINE_CHARS]
+    if _COMMAND_LINE.match(head) or (len(_FLAGS.findall(head)) >= 2 and not _ERROR_CALL.search(head)):
+        return "command"
+    if _ERROR_CALL.search(head) or _LOG_SHAPE.search(head):
+        return "error"
+    return "question"
+
+
+def parse_query(
+    question: str,
+    history: Sequence[Mapping[str, str]] = (),
+    max_chars: int = MAX_SIGNAL_CHARS,
+    rewrite: Callable[[str, Sequence[Mapping[str, str]]], str] | None = None,
+) -> Query:
+    """The query value for `question`: the one place a question is reduced, rewritten and classified."""
+    text = _printable(question)
+    places: dict[str, str] = {}
+    prose_lines: list[str] = []  # the user's words and error lines: what the question is about
+    own_words: list[str] = []
+    context_lines = 0
+    for line in text[:400_000].split("\n"):
+        if not line.strip():
+            continue
+        place = line_place(line)
+        if place in CONTEXT_PLACES:
+            context_lines += 1
+        else:
+            prose_lines.append(line)
+        if place == "question":
+            own_words.append(line)
+        for name in extract_identifiers(line[:MAX_LINE_CHARS]):
+            # An identifier the user names in prose or an error line is what the question is about,
+            # even when the command line repeats it.
+            if name not in places or (place in FOCUS_PLACES and places[name] not in FOCUS_PLACES):
+                places[name] = place
+    # A command line or stack frame is context for the error it raised: searched only when nothing else is there.
+    searched = "\n".join(prose_lines) if prose_lines and context_lines else text
+    reduced = reduce_to_signal(searched, max_chars)
+    retrieval_text = reduced.text
+    if history:
+        retrieval_text = (rewrite or rewrite_followup)(retrieval_text, history)
+        for name in extract_identifiers(retrieval_text):
+            places.setdefault(name, "question")
+    identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())
+    return Query(
+        question=question,
+        text=retrieval_text,
+        tokens=tuple(tokenize(retrieval_text)),
+        identifiers=identifiers,
+        trimmed=reduced.trimmed or bool(context_lines and prose_lines),
+        intent=_intent(text, identifiers),
+        names=tuple(dict.fromkeys(_names("\n".join(own_words)))),
+    )
+
+
+# A name as people write one: capitalised inside the sentence, CamelCase, or an acronym with letters.
+_NAME = re.compile(
+    r"(?<![\w.])(?:[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]*[0-9]*|[A-Z][a-z]+[0-9]*|[A-Z][0-9]+)(?![\w.])"
+)
+
+
+def _names(text: str) -> list[str]:
+    """Name-like words, skipping each sentence's first word (capitalised for grammar, not as a name)."""
+    names = []
+    for sentence in re.split(r"(?<=[.!?:])\s+|\n+", text):
+        for match in _NAME.finditer(sentence):
+            if match.start() > 0 or not match.group(0).istitle():
+                names.append(match.group(0))
+    return names
+
+
+def _intent(text: str, identifiers: Sequence[QueryIdentifier]) -> str:
+    """Troubleshoot when the user reports an error or asks for a fix; check when they ask how to inspect."""
+    reports_error = any(i.place == "error" for i in identifiers) or bool(_ERROR_CALL.search(text[:2000]))
+    if reports_error or _FIX_REQUEST.search(text[:2000]):
+        return "troubleshoot"
+    if _CHECK_REQUEST.search(text[:2000]):
+        return "check"
+    return "fact"
 
 
 @dataclass(frozen=True)

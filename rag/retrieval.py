@@ -1,5 +1,5 @@
-"""Hybrid retrieval: dense (FAISS) and lexical (BM25) rankings fused by reciprocal rank fusion,
-lifted by exact identifier matches, and made diverse with a per-section cap.
+"""First-stage retrieval: dense (FAISS), lexical (BM25) and exact identifier matches find candidates,
+and every feature that ranking and abstention need is computed here, once, and handed down.
 
 Reads only immutable arrays of a `LoadedIndex`, so one `Retriever` serves concurrent requests.
 """
@@ -21,13 +21,18 @@ from rag.identifiers import extract_identifiers
 from rag.index_store import LoadedIndex
 from rag.lexical import bm25_scores, tokenize
 from rag.passages import Passage
-from rag.sentences import split_units
+from rag.query import Query
+from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES
+
+BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
+BM25_B = 0.75
+_NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
 
 @dataclass(frozen=True)
-class FusionWeights:
-    """Retrieval knobs, from `Settings` (where the tuned defaults live)."""
+class FirstStage:
+    """How candidates are found and fused, from `Settings`."""
 
     candidates: int
     rrf_k: int
@@ -35,31 +40,43 @@ class FusionWeights:
     bm25: float
     identifier: float
     sentence: float
-    max_per_section: int
 
 
 @dataclass(frozen=True)
-class Hit:
-    row: int
-    score: float
-    dense: float  # cosine similarity of the query and the chunk
-    identifiers: tuple[str, ...]  # query identifiers this chunk carries
+class Candidate:
+    """One chunk with everything the later stages read: its passage, features and unit similarities."""
+
+    passage: Passage
+    features: tuple[float, ...]  # in `RANK_FEATURES` order
+    first_stage: float  # RRF for hybrid, cosine for dense, BM25 for bm25
+    dense: float
+    unit_scores: np.ndarray  # cosine of the question with each evidence unit (`rag.units.build_units` order)
+    unit_vectors: np.ndarray
+    matched_terms: frozenset[str]  # the question's terms that occur in the chunk
+    identifiers: tuple[str, ...]  # the question's identifiers the chunk carries
+
+    def feature(self, name: str) -> float:
+        return self.features[RANK_FEATURES.index(name)]
 
 
 @dataclass(frozen=True)
-class Unit:
-    """A quotable sentence of a chunk with what the answerer matches against the question."""
+class QueryEvidence:
+    """What the corpus as a whole says about the question's words: inputs to abstention."""
 
-    text: str
-    terms: frozenset[str]
-    identifiers: frozenset[str]
+    term_weights: dict[str, float]  # IDF of each question term (unknown terms weigh most)
+    unknown_term_share: float  # IDF-weighted share of the question's terms the corpus never uses
+    names: int  # name-like words in the question (products, APIs, features)
+    unknown_names: tuple[str, ...]  # of those, the ones neither whole nor in parts in the corpus
+    focus_identifiers: int
+    unknown_focus_identifiers: int  # identifiers the question is about that no chunk carries
 
 
 @dataclass(frozen=True)
-class Ranking:
-    hits: tuple[Hit, ...]
-    query_vector: np.ndarray
-    query_identifiers: tuple[str, ...]
+class CandidatePool:
+    query: Query
+    mode: str
+    candidates: tuple[Candidate, ...]  # first-stage order
+    evidence: QueryEvidence
     timings_ms: dict[str, float]
 
 
@@ -68,167 +85,205 @@ class Retriever:
         self.index = index
         self._queries = QueryBatcher(embedder)
         columns = index.chunks
+        self._rows = columns.to_pylist()
         self._identifiers = [frozenset(ids) for ids in columns.column("identifiers").to_pylist()]
         self._rows_by_identifier: dict[str, list[int]] = {}
         for row, ids in enumerate(self._identifiers):
             for identifier in ids:
                 self._rows_by_identifier.setdefault(identifier, []).append(row)
-        self._units: dict[int, tuple[Unit, ...]] = {}
-        self._section_keys = [
-            (source, tuple(path))
-            for source, path in zip(
-                columns.column("source_path").to_pylist(), columns.column("section_path").to_pylist(), strict=True
-            )
-        ]
-        self._rows = columns.to_pylist()
         identifier_counts: Counter[str] = Counter(i for ids in self._identifiers for i in ids)
         self._identifier_idf = {i: math.log(1 + len(self._rows) / n) for i, n in identifier_counts.items()}
         self._row_terms = [frozenset(tokenize(lexical_text(r["section_path"], r["text"]))) for r in self._rows]
         self._token_df: Counter[str] = Counter(t for terms in self._row_terms for t in terms)
+        self._heading_terms = [tokenize(" ".join(r["section_path"])) for r in self._rows]
+        self._heading_df: Counter[str] = Counter(t for terms in self._heading_terms for t in set(terms))
+        self._heading_avg = sum(len(t) for t in self._heading_terms) / max(len(self._rows), 1)
+        self._defined = [_defined_identifiers(r["section_path"], r["text"]) for r in self._rows]
+        doc_length: dict[str, int] = {}
+        for r in self._rows:
+            doc_length[r["doc_id"]] = max(doc_length.get(r["doc_id"], 0), int(r["end"]))
+        self._position = [int(r["start"]) / max(doc_length[r["doc_id"]], 1) for r in self._rows]
 
     @property
     def size(self) -> int:
         return len(self._rows)
 
-    def rank(self, query: str, k: int, mode: str, weights: FusionWeights) -> Ranking:
-        """Top-k chunk rows for `query`, best first, at most `max_per_section` per section."""
+    @property
+    def version(self) -> str:
+        return self.index.version
+
+    def retrieve(self, query: Query, depth: int, mode: str, stage: FirstStage) -> CandidatePool:
+        """Candidates for `query` with their features, in first-stage order."""
         if mode not in RETRIEVAL_MODES:
             raise RetrievalError(f"Unknown retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        query_vector = self._queries.encode(query)
+        query_vector = self._queries.encode(query.text)
         timings["embed_query"] = elapsed_ms(started)
 
         started = time.perf_counter()
-        depth = min(max(weights.candidates, k * 4), self.size)
+        depth = min(max(stage.candidates, depth), self.size)
+        dense_order: list[int] = []
         if mode != "bm25":
             _, dense_rows = self.index.faiss_index.search(query_vector.reshape(1, -1), depth)
             dense_order = [int(r) for r in dense_rows[0] if r >= 0]
-        else:
-            dense_order = []
         timings["dense"] = elapsed_ms(started)
 
         started = time.perf_counter()
-        lexical = bm25_scores(self.index.bm25, query) if mode != "dense" else np.zeros(self.size, dtype=np.float32)
+        lexical = bm25_scores(self.index.bm25, query.text) if mode != "dense" else np.zeros(self.size, np.float32)
         lexical_order = [int(r) for r in np.argsort(-lexical, kind="stable")[:depth] if lexical[r] > 0]
         timings["bm25"] = elapsed_ms(started)
 
         started = time.perf_counter()
-        query_identifiers = extract_identifiers(query)
-        matched = self._identifier_matches(query_identifiers) if mode == "hybrid" else {}
-        # Cosine for every candidate (not the whole corpus): the answerer and abstention need it.
-        candidates = sorted(set(dense_order) | set(lexical_order) | set(matched))
-        dense_scores = (
-            dict(zip(candidates, (self.index.vectors[candidates] @ query_vector).tolist(), strict=True))
-            if candidates
-            else {}
+        wanted = {i.name for i in query.identifiers}
+        matched = self._identifier_matches(wanted) if mode == "hybrid" else {}
+        rows = list(dict.fromkeys([*dense_order, *lexical_order, *matched]))
+        dense_scores = self.index.vectors[rows] @ query_vector if rows else np.zeros(0, np.float32)
+        dense_of = dict(zip(rows, dense_scores.tolist(), strict=True))
+        unit_scores = {row: self.index.unit_vectors[row] @ query_vector for row in rows}
+        best_unit = {row: float(s.max()) if len(s) else dense_of[row] for row, s in unit_scores.items()}
+        first = self._first_stage(mode, dense_order, lexical_order, matched, dense_of, best_unit, lexical, stage)
+        order = sorted(first, key=lambda row: (-first[row], row))
+        evidence = self._query_evidence(query)
+        features = self._features(query, mode, order, lexical, dense_of, best_unit, first, evidence, stage)
+        candidates = tuple(
+            Candidate(
+                passage=self.passage(row, first[row]),
+                features=vector,
+                first_stage=first[row],
+                dense=dense_of[row],
+                unit_scores=unit_scores[row],
+                unit_vectors=self.index.unit_vectors[row],
+                matched_terms=self._row_terms[row] & evidence.term_weights.keys(),
+                identifiers=tuple(sorted(self._identifiers[row] & wanted)),
+            )
+            for row, vector in zip(order, features, strict=True)
         )
-        sentence_order = self._sentence_order(candidates, query_vector) if mode == "hybrid" else []
-        scores = self._fuse(mode, dense_order, lexical_order, matched, dense_scores, lexical, weights)
-        for rank, row in enumerate(sentence_order, start=1):
-            scores[row] = scores.get(row, 0.0) + weights.sentence / (weights.rrf_k + rank)
-        order = sorted(scores, key=lambda row: (-scores[row], row))
-        hits = tuple(
-            Hit(row, scores[row], float(dense_scores[row]), tuple(sorted(matched.get(row, {}))))
-            for row in self._diverse(order, k, weights.max_per_section)
-        )
-        timings["fuse"] = elapsed_ms(started)
-        return Ranking(hits, query_vector, query_identifiers, timings)
+        timings["features"] = elapsed_ms(started)
+        return CandidatePool(query, mode, candidates, evidence, timings)
 
-    def _sentence_order(self, candidates: list[int], query_vector: np.ndarray) -> list[int]:
-        """Candidates by their best single sentence: finds the chunk that holds the exact answer line."""
-        best = {
-            row: float((self.index.unit_vectors[row] @ query_vector).max())
-            for row in candidates
-            if len(self.index.unit_vectors[row])
-        }
-        return sorted(best, key=lambda row: (-best[row], row))
-
-    def _identifier_matches(self, query_identifiers: tuple[str, ...]) -> dict[int, frozenset[str]]:
-        if not query_identifiers:
-            return {}
-        wanted = set(query_identifiers)
-        rows = {row for identifier in wanted for row in self._rows_by_identifier.get(identifier, ())}
-        return {row: self._identifiers[row] & wanted for row in rows}
-
-    def _fuse(self, mode, dense_order, lexical_order, matched, dense_scores, lexical, weights) -> dict[int, float]:
+    def _first_stage(self, mode, dense_order, lexical_order, matched, dense_of, best_unit, lexical, stage):
         if mode == "dense":
-            return {row: float(dense_scores[row]) for row in dense_order}
+            return {row: float(dense_of[row]) for row in dense_order}
         if mode == "bm25":
             return {row: float(lexical[row]) for row in lexical_order}
         fused: dict[int, float] = {}
-        for rank, row in enumerate(dense_order, start=1):
-            fused[row] = fused.get(row, 0.0) + weights.dense / (weights.rrf_k + rank)
-        for rank, row in enumerate(lexical_order, start=1):
-            fused[row] = fused.get(row, 0.0) + weights.bm25 / (weights.rrf_k + rank)
-        if matched:
-            strength = {row: sum(self._identifier_idf.get(i, 1.0) for i in ids) for row, ids in matched.items()}
-            identifier_order = sorted(strength, key=lambda row: (-strength[row], -dense_scores[row], row))
-            for rank, row in enumerate(identifier_order, start=1):
-                fused[row] = fused.get(row, 0.0) + weights.identifier / (weights.rrf_k + rank)
+
+        def add(order: list[int], weight: float) -> None:
+            for rank, row in enumerate(order, start=1):
+                fused[row] = fused.get(row, 0.0) + weight / (stage.rrf_k + rank)
+
+        add(dense_order, stage.dense)
+        add(lexical_order, stage.bm25)
+        strength = {row: sum(self._identifier_idf.get(i, 1.0) for i in ids) for row, ids in matched.items()}
+        add(sorted(strength, key=lambda row: (-strength[row], -dense_of[row], row)), stage.identifier)
+        add(sorted(best_unit, key=lambda row: (-best_unit[row], row)), stage.sentence)
         return fused
 
-    def _diverse(self, order: list[int], k: int, max_per_section: int) -> list[int]:
-        """Best rows, at most `max_per_section` from one section; the overflow only fills a short list."""
-        chosen: list[int] = []
-        overflow: list[int] = []
-        per_section: Counter[tuple[str, tuple[str, ...]]] = Counter()
+    def _features(
+        self, query, mode, order, lexical, dense_of, best_unit, first, evidence, stage
+    ) -> list[tuple[float, ...]]:
+        weights = evidence.term_weights
+        total_weight = sum(weights.values()) or 1.0
+        focus = {i: self._identifier_idf.get(i, 1.0) for i in query.focus_identifiers}
+        context = {i: self._identifier_idf.get(i, 1.0) for i in query.context_identifiers}
+        best_bm25 = max((float(lexical[row]) for row in order), default=0.0) or 1.0
+        heading = {row: self._heading_bm25(row, weights) for row in order}
+        best_heading = max(heading.values(), default=0.0) or 1.0
+        rrf_scale = stage.rrf_k + 1  # a first place in one order scores ~1
+        vectors: list[tuple[float, ...]] = []
         for row in order:
-            key = self._section_keys[row]
-            if per_section[key] < max_per_section:
-                per_section[key] += 1
-                chosen.append(row)
-            else:
-                overflow.append(row)
-            if len(chosen) == k:
-                return chosen
-        return (chosen + overflow)[:k]
+            carried = self._identifiers[row]
+            heading_terms = set(self._heading_terms[row])
+            vectors.append(
+                (
+                    first[row] * rrf_scale if mode == "hybrid" else 0.0,
+                    float(dense_of[row]),
+                    float(best_unit[row]),
+                    float(lexical[row]) / best_bm25,
+                    heading[row] / best_heading,
+                    sum(w for t, w in weights.items() if t in heading_terms) / total_weight,
+                    sum(w for t, w in weights.items() if t in self._row_terms[row]) / total_weight,
+                    _share(focus, carried),
+                    _share(context, carried),
+                    1.0 if focus.keys() & self._defined[row] else 0.0,
+                    self._position[row],
+                )
+            )
+        return vectors
 
-    def passage(self, hit: Hit) -> Passage:
-        row = self._rows[hit.row]
-        return Passage(
-            chunk_id=row["chunk_id"],
-            doc_id=row["doc_id"],
-            title=row["title"],
-            section_path=tuple(row["section_path"]),
-            source_path=row["source_path"],
-            text=row["text"],
-            score=round(hit.score, 6),
-            url=row["url"] or "",
-            identifiers=tuple(row["identifiers"]),
-        )
-
-    def term_coverage(self, query: str, rows: list[int]) -> float:
-        """IDF-weighted share of the query's terms that occur in `rows` (terms unknown to the corpus weigh most)."""
-        terms = set(tokenize(query))
+    def _heading_bm25(self, row: int, weights: dict[str, float]) -> float:
+        terms = self._heading_terms[row]
         if not terms:
             return 0.0
-        present = set().union(*(self._row_terms[r] for r in rows))
-        total = self.size or 1
-        weight = {t: math.log(1 + total / (1 + self._token_df.get(t, 0))) for t in terms}
-        return sum(weight[t] for t in terms if t in present) / sum(weight.values())
+        counts = Counter(terms)
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(terms) / (self._heading_avg or 1))
+        score = 0.0
+        for term in weights:
+            tf = counts.get(term, 0)
+            if tf:
+                df = self._heading_df[term]
+                idf = math.log(1 + (self.size - df + 0.5) / (df + 0.5))
+                score += idf * tf * (BM25_K1 + 1) / (tf + norm)
+        return score
 
-    def unknown_term(self, word: str) -> bool:
+    def _query_evidence(self, query: Query) -> QueryEvidence:
+        total = self.size or 1
+        weights = {t: math.log(1 + total / (1 + self._token_df.get(t, 0))) for t in dict.fromkeys(query.tokens)}
+        unknown = sum(w for t, w in weights.items() if not self._token_df.get(t)) / (sum(weights.values()) or 1.0)
+        names = [name for name in query.names if self._unknown_name(name)]
+        focus = query.focus_identifiers
+        return QueryEvidence(
+            term_weights=weights,
+            unknown_term_share=unknown,
+            names=len(query.names),
+            unknown_names=tuple(names),
+            focus_identifiers=len(focus),
+            unknown_focus_identifiers=sum(1 for i in focus if i not in self._rows_by_identifier),
+        )
+
+    def _unknown_name(self, word: str) -> bool:
         """True when neither `word` nor any part of it occurs in the corpus (`ShareConsumer` is known by its parts)."""
         whole = tokenize(word)
         if not whole or any(self._token_df.get(t, 0) for t in whole):
             return False
-        parts = [t for part in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", word) for t in tokenize(part) if len(t) > 2]
+        parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._token_df.get(t, 0) for t in parts)
 
-    def units(self, row: int) -> tuple[Unit, ...]:
-        """The chunk's sentence units, split and tokenized once and then cached (a benign race at worst)."""
-        units = self._units.get(row)
-        if units is None:
-            units = tuple(
-                Unit(text, frozenset(tokenize(text)), frozenset(extract_identifiers(text)))
-                for text in split_units(self._rows[row]["text"])
-            )
-            self._units[row] = units
-        return units
+    def _identifier_matches(self, wanted: set[str]) -> dict[int, frozenset[str]]:
+        rows = {row for identifier in wanted for row in self._rows_by_identifier.get(identifier, ())}
+        return {row: self._identifiers[row] & wanted for row in rows}
 
-    def row(self, row: int) -> dict:
-        return self._rows[row]
+    def passage(self, row: int, score: float) -> Passage:
+        data = self._rows[row]
+        return Passage(
+            chunk_id=data["chunk_id"],
+            doc_id=data["doc_id"],
+            title=data["title"],
+            section_path=tuple(data["section_path"]),
+            source_path=data["source_path"],
+            text=data["text"],
+            score=round(score, 6),
+            url=data["url"] or "",
+            identifiers=tuple(data["identifiers"]),
+        )
+
+
+def _share(weights: dict[str, float], carried: frozenset[str]) -> float:
+    total = sum(weights.values())
+    return sum(w for i, w in weights.items() if i in carried) / total if total else 0.0
+
+
+_ROW_HEAD = re.compile(r"^[^|\n]{1,80} \| (?:[^|\n]{1,16} \|)?", re.M)
+
+
+def _defined_identifiers(section_path, text: str) -> frozenset[str]:
+    """Identifiers a chunk defines rather than mentions: in its heading path, or leading a table row
+    (`INVALID_RECORD_STATE | 121 |` defines the error and its code)."""
+    defined = set(extract_identifiers(" ".join(section_path)))
+    for match in _ROW_HEAD.finditer(text):
+        defined.update(extract_identifiers(match.group(0)))
+    return frozenset(defined)
 
 
 def elapsed_ms(started: float) -> float:

@@ -1,31 +1,37 @@
 """The one service API every adapter uses: `Assistant.from_settings(...)`, `ask`, `stream`, `search`.
 
+One way down, no stage calling back into an earlier one:
+
     question, history
-      → log/long-input reduction to the error signal
-      → follow-up rewrite (deterministic, or the LLM's when the LLM answerer is on)
-      → hybrid retrieval (dense + BM25 + identifiers, fused, diverse)
-      → abstain when the evidence is weak, else answer (extractive, or LLM with validated citations)
+      → parse once (rag.query): reduced text, follow-up rewrite, identifiers with where each sits
+      → retrieve (rag.retrieval): candidates from dense + BM25 + identifiers, each with its features
+      → rank (rag.ranking): the learned second stage orders them, diverse per section
+      → abstain (rag.abstention) or answer (rag.answering: evidence units, extractive; or LLM, validated)
       → Answer (text with [n] markers, citations in marker order, query used, timings per stage)
 
-The index and the model are loaded once in `from_settings`; every method only reads them, so one
-Assistant serves concurrent callers (UI queue workers, Slack lazy listeners, eval threads).
+The index, the model and the learned weights are loaded once in `from_settings`; every method only
+reads them, so one Assistant serves concurrent callers (UI queue workers, Slack listeners, eval threads).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from rag.answering import AbstentionPolicy, Draft, abstain, assess, extract_answer, should_abstain
+from rag.abstention import ABSTENTION_FEATURES, abstention_features, load_abstention, should_abstain
+from rag.answering import AnswerShape, Draft, abstain, extract_answer
 from rag.embedding import load_embedder, model_identity
 from rag.errors import GenerationError, IndexNotFoundError, QuestionError
-from rag.index_store import current_version, load_index, summarize
-from rag.passages import Answer, IndexStatus, SearchResult
-from rag.query import reduce_to_signal, rewrite_followup
-from rag.retrieval import FusionWeights, Ranking, Retriever, elapsed_ms
+from rag.index_store import current_version, load_index, read_synthetic, summarize
+from rag.passages import Answer, IndexStatus, Passage, SearchResult
+from rag.query import Query, parse_query, rewrite_followup
+from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
+from rag.retrieval import FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, Settings
+from rag.synthetic import SyntheticQuery
 
 History = Sequence[Mapping[str, str]]  # [{"role": "user"|"assistant", "content": "..."}]
 
@@ -37,30 +43,57 @@ LLM_FALLBACK_NOTE = "The language model was unavailable: {reason} Showing the ex
 
 @dataclass(frozen=True)
 class _Prepared:
-    question: str
-    query: str
+    query: Query
     notes: tuple[str, ...]
-    ranking: Ranking
+    ranked: Ranked
     timings_ms: dict[str, float]
 
 
-class Assistant:
-    """Loads the published index and the embedding model once; thread-safe for concurrent callers."""
+@dataclass(frozen=True)
+class Inspection:
+    """What the learned stages see for one question: fit scripts read this through the public API.
 
-    def __init__(self, settings: Settings, retriever: Retriever) -> None:
+    `candidates` are the ranked passages with their ranking features (in `rank_features` order);
+    `abstention` is the question's abstention feature vector (in `abstention_features` order).
+    """
+
+    query: str
+    rank_features: tuple[str, ...]
+    candidates: tuple[tuple[Passage, tuple[float, ...]], ...]
+    abstention_features: tuple[str, ...]
+    abstention: tuple[float, ...]
+
+
+class Assistant:
+    """Loads the published index, the embedding model and the learned weights once; thread-safe."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        retriever: Retriever,
+        ranker: LinearModel | None = None,
+        abstention: LinearModel | None = None,
+    ) -> None:
         self.settings = settings
         self._retriever = retriever
-        self._weights = FusionWeights(
+        self._ranker = ranker or load_ranker()
+        self._abstention = abstention or load_abstention()
+        self._first_stage = FirstStage(
             candidates=settings.candidates,
             rrf_k=settings.rrf_k,
             dense=settings.dense_weight,
             bm25=settings.bm25_weight,
             identifier=settings.identifier_weight,
             sentence=settings.sentence_weight,
-            max_per_section=settings.max_per_section,
         )
-        self._policy = AbstentionPolicy(
-            settings.abstain_min_dense, settings.abstain_min_term_coverage, settings.abstain_min_dense_with_unknown_name
+        self._shape = AnswerShape(
+            max_units_fact=settings.max_units_fact,
+            max_units_troubleshoot=settings.max_units_troubleshoot,
+            relative_cutoff=settings.unit_relative_cutoff,
+            min_novelty=settings.unit_min_novelty,
+            overlap_weight=settings.unit_overlap_weight,
+            identifier_weight=settings.unit_identifier_weight,
+            rank_weight=settings.unit_rank_weight,
         )
         self._llm = None
 
@@ -69,9 +102,15 @@ class Assistant:
         settings = settings or Settings.from_env()
         if current_version(settings.index_dir) is None:  # say so before spending seconds on the model
             raise IndexNotFoundError(f"No index at {settings.index_dir}/: run 'kafka-rag ingest' first")
+        ranker, abstention = load_ranker(), load_abstention()  # a broken model file fails before the model loads
         embedder = load_embedder(settings.model, settings.query_threads)
         index = load_index(settings.index_dir, model_identity(embedder))
-        return cls(settings, Retriever(index, embedder))
+        return cls(settings, Retriever(index, embedder), ranker, abstention)
+
+    def with_settings(self, **overrides) -> Assistant:
+        """The same loaded index, model and learned weights under changed answer settings (for tuning scripts)."""
+        settings = dataclasses.replace(self.settings, **overrides)
+        return Assistant(settings, self._retriever, self._ranker, self._abstention)
 
     @property
     def status(self) -> IndexStatus:
@@ -128,32 +167,29 @@ class Assistant:
         timings = dict(prepared.timings_ms)
         notes = list(prepared.notes)
         stage = time.perf_counter()
-        evidence = assess(self._retriever, question, prepared.query, prepared.ranking)
-        weak = should_abstain(evidence, self._policy)
         used = "extractive"
-        if weak or not prepared.ranking.hits:
-            draft = abstain(self._retriever, prepared.ranking)
+        if should_abstain(prepared.ranked, self._abstention):
+            draft = abstain(prepared.ranked)
             yield draft.text
         elif answerer == "llm":
             draft, used = yield from self._stream_llm(prepared, history, notes)
         else:
-            draft = extract_answer(
-                self._retriever, prepared.query, prepared.ranking, self.settings.max_answer_sentences, question
-            )
+            draft = extract_answer(prepared.ranked, self._shape)
             yield draft.text
         timings["answer"] = elapsed_ms(stage)
         timings["total"] = elapsed_ms(started)
+        shown = question if len(question) <= 2000 else question[:2000] + " …"
         yield Answer(
-            question=prepared.question,
+            question=shown,
             text=draft.text,
             citations=draft.citations,
             abstained=draft.abstained,
-            query=prepared.query,
+            query=prepared.query.text,
             related=draft.related,
             notes=tuple(notes),
             timings_ms=timings,
             answerer=used,
-            index_version=self._retriever.index.version,
+            index_version=self._retriever.version,
         )
 
     def search(
@@ -163,8 +199,24 @@ class Assistant:
         prepared = self._prepare(
             question, history if rewrite else (), k, retrieval or self.settings.retrieval_mode, use_llm=False
         )
-        passages = tuple(self._retriever.passage(hit) for hit in prepared.ranking.hits)
-        return SearchResult(query=prepared.query, passages=passages, timings_ms=prepared.timings_ms)
+        passages = tuple(c.passage for c in prepared.ranked.candidates)
+        return SearchResult(query=prepared.query.text, passages=passages, timings_ms=prepared.timings_ms)
+
+    def inspect(self, question: str, history: History = (), *, k: int = 20) -> Inspection:
+        """The features the learned ranking and abstention read for `question` (hybrid retrieval)."""
+        prepared = self._prepare(question, history, k, "hybrid", use_llm=False)
+        ranked = prepared.ranked
+        return Inspection(
+            query=prepared.query.text,
+            rank_features=RANK_FEATURES,
+            candidates=tuple((c.passage, c.features) for c in ranked.candidates),
+            abstention_features=ABSTENTION_FEATURES,
+            abstention=abstention_features(ranked),
+        )
+
+    def synthetic_queries(self) -> list[SyntheticQuery]:
+        """The training queries the ingest made from this index's corpus structure (for `evals/fit_ranker.py`)."""
+        return read_synthetic(self._retriever.index.path)
 
     # ------------------------------------------------------------------------------------------ stages
 
@@ -174,33 +226,33 @@ class Assistant:
         timings: dict[str, float] = {}
         notes: list[str] = []
         started = time.perf_counter()
-        reduced = reduce_to_signal(question, self.settings.max_question_chars)
-        if reduced.trimmed:
-            notes.append(TRIMMED_NOTE)
-        query = reduced.text
-        if history:
-            query = self._rewrite(query, history, use_llm, notes)
-        timings["rewrite"] = elapsed_ms(started)
-        ranking = self._retriever.rank(query, k, mode, self._weights)
-        timings.update(ranking.timings_ms)
-        shown = question if len(question) <= 2000 else question[:2000] + " …"
-        return _Prepared(shown, query, tuple(notes), ranking, timings)
 
-    def _rewrite(self, query: str, history: History, use_llm: bool, notes: list[str]) -> str:
-        if use_llm:
-            try:
-                return self._llm_answerer().rewrite_query(query, history)
-            except GenerationError as exc:
-                notes.append(
-                    f"The language model could not rewrite the follow-up ({exc}); used the conversation's subject."
-                )
-        return rewrite_followup(query, history)
+        def rewrite(text: str, turns: History) -> str:
+            if use_llm:
+                try:
+                    return self._llm_answerer().rewrite_query(text, turns)
+                except GenerationError as exc:
+                    notes.append(
+                        f"The language model could not rewrite the follow-up ({exc}); used the conversation's subject."
+                    )
+            return rewrite_followup(text, turns)
+
+        query = parse_query(question, history, self.settings.max_question_chars, rewrite)
+        if query.trimmed:
+            notes.insert(0, TRIMMED_NOTE)
+        timings["parse"] = elapsed_ms(started)
+        pool = self._retriever.retrieve(query, k * 4, mode, self._first_stage)
+        timings.update(pool.timings_ms)
+        started = time.perf_counter()
+        ranked = rank(pool, k, self.settings.max_per_section, self._ranker)
+        timings["rank"] = elapsed_ms(started)
+        return _Prepared(query, tuple(notes), ranked, timings)
 
     def _stream_llm(self, prepared: _Prepared, history: History, notes: list[str]):
-        passages = [self._retriever.passage(hit) for hit in prepared.ranking.hits]
+        passages = [c.passage for c in prepared.ranked.candidates]
         try:
             llm_draft = None
-            for event in self._llm_answerer().stream(prepared.question, history, passages):
+            for event in self._llm_answerer().stream(prepared.query.question, history, passages):
                 if isinstance(event, str):
                     yield event
                 else:
@@ -210,14 +262,12 @@ class Assistant:
         except GenerationError as exc:
             log.warning("LLM answer failed, falling back to extractive: %s", exc)
             notes.append(LLM_FALLBACK_NOTE.format(reason=exc))
-            draft = extract_answer(
-                self._retriever, prepared.query, prepared.ranking, self.settings.max_answer_sentences, prepared.question
-            )
+            draft = extract_answer(prepared.ranked, self._shape)
             yield "\n\n" + draft.text
             return draft, "extractive"
         notes.extend(llm_draft.notes)
         if llm_draft.abstained:
-            return abstain(self._retriever, prepared.ranking), "llm"
+            return abstain(prepared.ranked), "llm"
         return Draft(llm_draft.text, llm_draft.citations, abstained=False), "llm"
 
     def _llm_answerer(self):

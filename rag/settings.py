@@ -37,7 +37,7 @@ class Settings:
     threads_per_task: int = 1  # torch/OMP threads in each Spark task: tasks x threads <= cores
     flat_index_max: int = 50_000  # exact search stays under 5 ms/query up to here (benchmarks/index_recall.py)
 
-    # retrieval
+    # retrieval (first stage; the second stage's weights are data: rag/ranker.json)
     retrieval_mode: str = "hybrid"  # dense | bm25 | hybrid
     top_k: int = 5
     candidates: int = 40  # per retriever before fusion
@@ -45,15 +45,18 @@ class Settings:
     dense_weight: float = 1.0
     bm25_weight: float = 1.0
     identifier_weight: float = 2.0
-    sentence_weight: float = 1.0  # best-sentence similarity, a fourth ranking in the fusion
+    sentence_weight: float = 1.0  # best-unit similarity, a fourth ranking in the fusion
     max_per_section: int = 4
 
-    # answering
+    # answering (chosen on the tuning parts by evals/tune_answers.py; abstention is data: rag/abstention.json)
     answerer: str = "extractive"  # extractive | llm
-    abstain_min_dense: float = 0.30  # best cosine below this: weak evidence, abstain
-    abstain_min_term_coverage: float = 0.08  # IDF-weighted share of question terms found in the top passages
-    abstain_min_dense_with_unknown_name: float = 0.75  # when the question names something the corpus never does
-    max_answer_sentences: int = 5
+    max_units_fact: int = 2  # evidence units in the answer to a question that asks for a fact
+    max_units_troubleshoot: int = 4  # ... to one that reports an error or asks for a fix
+    unit_relative_cutoff: float = 0.15  # units this far below the lead unit's score are left out
+    unit_min_novelty: float = 0.5  # share of new content words a following unit must bring
+    unit_overlap_weight: float = 0.3
+    unit_identifier_weight: float = 0.1
+    unit_rank_weight: float = 0.15
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
     query_threads: int = 1  # torch threads when serving: concurrent requests beat intra-op threads on few cores
     llm_provider: str = "openai"  # openai | ollama

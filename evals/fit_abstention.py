@@ -1,0 +1,132 @@
+"""Fit the abstention decision (`rag/abstention.json`) on the tuning parts of the golden files.
+
+    python -m evals.fit_abstention --set evals/golden.jsonl seeds index \\
+        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index
+
+Every tuning-part question, answerable or not, gives one row of retrieval features (the assistant's
+`inspect`, with the shipped ranker: fit the ranker first). A logistic regression predicts
+"answerable"; its regularisation is chosen by stratified cross-validation, and the threshold on the
+cross-validated scores is the highest that keeps over-abstention (answerable questions declined) at
+or under `MAX_OVER_ABSTENTION`, so a question the fit never saw is judged as the test part will be.
+Test-part ids are never read. Writes the model file and `evals/reports/fit_abstention.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
+
+from evals.golden import load_golden, select_part
+from rag import Assistant, LinearModel, Settings, data_hash, model_paths
+
+MAX_OVER_ABSTENTION = 0.02  # below the 0.03 target: the test part's questions are new to the fit
+REGULARISATION = (0.03, 0.1, 0.3, 1.0, 3.0)
+FOLDS = 5
+REPORT = Path("evals/reports/fit_abstention.md")
+
+
+def collect(sets: Sequence[tuple[Path, Path, Path]]) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...]]:
+    rows, labels, ids = [], [], []
+    names: tuple[str, ...] = ()
+    for golden, corpus, index in sets:
+        assistant = Assistant.from_settings(Settings.from_env(index_dir=index))
+        for item in select_part(load_golden(golden, corpus), "tune"):
+            inspection = assistant.inspect(item.question, item.history, k=assistant.settings.top_k)
+            names = inspection.abstention_features
+            rows.append(inspection.abstention)
+            labels.append(1 if item.answerable else 0)
+            ids.append(item.id)
+    return np.asarray(rows, dtype=np.float64), np.asarray(labels), ids, names
+
+
+def threshold_for(scores: np.ndarray, labels: np.ndarray, max_over: float) -> tuple[float, float, float]:
+    """(threshold, abstention recall, over-abstention): the highest threshold within the over-abstention budget."""
+    answerable = np.sort(scores[labels == 1])
+    allowed = int(np.floor(max_over * len(answerable)))  # answerable questions we may decline
+    threshold = float(answerable[allowed]) - 1e-9 if len(answerable) else 0.0
+    over = float(np.mean(scores[labels == 1] < threshold)) if len(answerable) else 0.0
+    recall = float(np.mean(scores[labels == 0] < threshold)) if (labels == 0).any() else 0.0
+    return threshold, recall, over
+
+
+def cross_validated_scores(x: np.ndarray, y: np.ndarray, regularisation: float) -> np.ndarray:
+    scores = np.zeros(len(y))
+    for train, test in StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=7).split(x, y):
+        model = _fit(x[train], y[train], regularisation)
+        scores[test] = model.scores(x[test])
+    return scores
+
+
+def _fit(x: np.ndarray, y: np.ndarray, regularisation: float, names: Sequence[str] = ()) -> LinearModel:
+    mean = x.mean(axis=0)
+    scale = np.where(x.std(axis=0) > 1e-9, x.std(axis=0), 1.0)
+    model = LogisticRegression(C=regularisation, class_weight="balanced", max_iter=2000)
+    model.fit((x - mean) / scale, y)
+    return LinearModel(
+        name="abstention",
+        features=tuple(names) or tuple(f"f{i}" for i in range(x.shape[1])),
+        mean=tuple(float(v) for v in mean),
+        scale=tuple(float(v) for v in scale),
+        weights=tuple(float(v) for v in model.coef_[0]),
+        bias=float(model.intercept_[0]),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", nargs=3, action="append", required=True, metavar=("GOLDEN", "CORPUS", "INDEX"),
+                        type=Path, help="a golden file, its corpus root and an index of that corpus")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=model_paths()["abstention"], help="model file to write")
+    parser.add_argument("--report", type=Path, default=REPORT)
+    args = parser.parse_args(argv)
+    x, y, ids, names = collect([tuple(s) for s in args.set])
+    table = {}
+    for c in REGULARISATION:
+        scores = cross_validated_scores(x, y, c)
+        table[c] = (scores, *threshold_for(scores, y, MAX_OVER_ABSTENTION))
+    best = max(REGULARISATION, key=lambda c: (table[c][2], -table[c][3]))
+    _, threshold, recall, over = table[best]
+    model = _fit(x, y, best, names)
+    training = {
+        "data": data_hash([ids, y.tolist()]),
+        "questions": len(y),
+        "unanswerable": int((y == 0).sum()),
+        "C": best,
+        "max_over_abstention": MAX_OVER_ABSTENTION,
+        "cv": {"abstention_recall": recall, "over_abstention": over},
+        "sets": [str(s[0]) for s in args.set],
+    }
+    model = dataclasses.replace(model, threshold=threshold, training=training)
+    args.out.write_text(model.to_json(), encoding="utf-8")
+    lines = [
+        "# Abstention fit (tuning parts only)",
+        "",
+        f"Tuning questions: {len(y)} ({int((y == 0).sum())} unanswerable). Threshold chosen on cross-validated "
+        f"scores so that over-abstention stays at or under {MAX_OVER_ABSTENTION}.",
+        "",
+        "| C | cross-validated abstention recall | over-abstention |",
+        "|---|---|---|",
+        *(f"| {c} | {v[2]:.3f} | {v[3]:.3f} |" for c, v in table.items()),
+        "",
+        f"Chosen C = {best}, threshold {threshold:.3f} on the log-odds of answerable.",
+        "",
+        "| feature | weight (standardised) |",
+        "|---|---|",
+        *(f"| {n} | {w:+.3f} |" for n, w in zip(names, model.weights, strict=True)),
+        "",
+    ]
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text("\n".join(lines), encoding="utf-8")
+    print(f"abstention: C={best}, threshold {threshold:.3f}, cross-validated recall {recall:.3f}, "
+          f"over-abstention {over:.3f}; wrote {args.out}, {args.report}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,207 @@
+"""Fit the second-stage ranker (`rag/ranker.json`) on the tuning parts of the golden files.
+
+    python -m evals.fit_ranker --set evals/golden.jsonl seeds index \\
+        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index
+
+For every tuning-part question, the assistant's candidates (with their features) are graded against
+the item's evidence (2 evidence, 1 same source document, 0 other); synthetic queries that the ingest
+made from the corpus structure add down-weighted examples (target chunk 2, others 0). A linear model is
+fitted on the pairwise transform (feature differences of two candidates of one query, labelled by
+which is better) with logistic regression; its regularisation is chosen by grouped cross-validation on
+the human questions only (hit@1, then MRR). Test-part ids are never read: `select_part(..., "tune")`.
+Writes the model file and a report (`evals/reports/fit_ranker.md`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold
+
+from evals.golden import load_golden, select_part
+from evals.metrics import grade
+from rag import Assistant, LinearModel, Settings, data_hash, model_paths
+
+SYNTHETIC_WEIGHT = 0.3  # synthetic queries copy the corpus's words; human questions weigh more
+SYNTHETIC_PER_INDEX = 400
+CANDIDATES = 40
+REGULARISATION = (0.01, 0.1, 1.0, 10.0)
+FOLDS = 5
+REPORT = Path("evals/reports/fit_ranker.md")
+
+
+@dataclass(frozen=True)
+class Query:
+    group: str  # golden file or index: the fold unit is the query, never a candidate
+    id: str
+    features: np.ndarray  # (candidates, features)
+    grades: np.ndarray  # (candidates,)
+    human: bool
+
+
+def collect(sets: Sequence[tuple[Path, Path, Path]], seed: int = 7) -> tuple[list[Query], tuple[str, ...]]:
+    """Graded candidate lists for the tuning questions and a sample of synthetic queries of each index."""
+    queries: list[Query] = []
+    names: tuple[str, ...] = ()
+    for golden, corpus, index in sets:
+        assistant = Assistant.from_settings(Settings.from_env(index_dir=index))
+        items = [i for i in select_part(load_golden(golden, corpus), "tune") if i.answerable]
+        for item in items:
+            inspection = assistant.inspect(item.question, item.history, k=CANDIDATES)
+            names = inspection.rank_features
+            grades = [grade(p.text, p.source_path, item.evidence, item.sources) for p, _ in inspection.candidates]
+            queries.append(_query(golden.name, item.id, inspection, grades, human=True))
+        synthetic = list(assistant.synthetic_queries())
+        random.Random(seed).shuffle(synthetic)
+        for number, example in enumerate(synthetic[:SYNTHETIC_PER_INDEX]):
+            inspection = assistant.inspect(example.query, k=CANDIDATES)
+            grades = [2 if p.chunk_id == example.chunk_id else 0 for p, _ in inspection.candidates]
+            queries.append(_query(f"{index}:synthetic", f"s{number}", inspection, grades, human=False))
+    return queries, names
+
+
+def _query(group: str, item_id: str, inspection, grades: list[int], human: bool) -> Query:
+    features = np.asarray([f for _, f in inspection.candidates], dtype=np.float64)
+    return Query(group, item_id, features.reshape(len(grades), -1), np.asarray(grades), human)
+
+
+def pairs(queries: Sequence[Query]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairwise transform: x_better - x_worse labelled 1, and its mirror labelled 0."""
+    rows, labels, weights = [], [], []
+    for query in queries:
+        weight = 1.0 if query.human else SYNTHETIC_WEIGHT
+        for better in np.flatnonzero(query.grades > 0):
+            for worse in np.flatnonzero(query.grades < query.grades[better]):
+                difference = query.features[better] - query.features[worse]
+                rows += [difference, -difference]
+                labels += [1, 0]
+                weights += [weight, weight]
+    width = queries[0].features.shape[1] if queries else 0
+    return np.asarray(rows).reshape(-1, width), np.asarray(labels), np.asarray(weights)
+
+
+def fit(queries: Sequence[Query], names: tuple[str, ...], regularisation: float, mean, scale) -> LinearModel:
+    x, y, w = pairs([q for q in queries if len(q.grades)])
+    model = LogisticRegression(C=regularisation, fit_intercept=False, max_iter=2000)
+    model.fit(x / scale, y, sample_weight=w)
+    return LinearModel(
+        name="ranker",
+        features=names,
+        mean=tuple(float(v) for v in mean),
+        scale=tuple(float(v) for v in scale),
+        weights=tuple(float(v) for v in model.coef_[0]),
+    )
+
+
+def ranking_metrics(queries: Sequence[Query], model: LinearModel | None) -> dict[str, float]:
+    """hit@1 and MRR@10 of `model`'s order (None: the first stage's order) over queries with evidence."""
+    hits, reciprocal = [], []
+    for query in queries:
+        if not (query.grades == 2).any():
+            continue  # the evidence is not among the candidates: no order can find it
+        order = (
+            np.arange(len(query.grades)) if model is None else np.argsort(-model.scores(query.features), kind="stable")
+        )
+        ranks = [rank for rank, index in enumerate(order[:10], start=1) if query.grades[index] == 2]
+        hits.append(1.0 if ranks and ranks[0] == 1 else 0.0)
+        reciprocal.append(1.0 / ranks[0] if ranks else 0.0)
+    return {"hit@1": float(np.mean(hits)) if hits else 0.0, "mrr@10": float(np.mean(reciprocal)) if hits else 0.0,
+            "queries": len(hits)}  # fmt: skip
+
+
+def cross_validate(queries: Sequence[Query], names, regularisation: float) -> dict[str, float]:
+    """Grouped CV: each human question is scored by a model fitted without it (synthetic always in)."""
+    human = [q for q in queries if q.human]
+    synthetic = [q for q in queries if not q.human]
+    folds = GroupKFold(n_splits=min(FOLDS, len(human)))
+    held_out: list[tuple[Query, LinearModel]] = []
+    for train, test in folds.split(human, groups=[q.id for q in human]):
+        training = [human[i] for i in train] + synthetic
+        mean, scale = _standardisation(training)
+        model = fit(training, names, regularisation, mean, scale)
+        held_out += [(human[i], model) for i in test]
+    hits, reciprocal = [], []
+    for query, model in held_out:
+        scores = ranking_metrics([query], model)
+        if scores["queries"]:
+            hits.append(scores["hit@1"])
+            reciprocal.append(scores["mrr@10"])
+    return {"hit@1": float(np.mean(hits)), "mrr@10": float(np.mean(reciprocal)), "queries": len(hits)}
+
+
+def _standardisation(queries: Sequence[Query]) -> tuple[np.ndarray, np.ndarray]:
+    stacked = np.vstack([q.features for q in queries if len(q.grades)])
+    scale = stacked.std(axis=0)
+    return stacked.mean(axis=0), np.where(scale > 1e-9, scale, 1.0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", nargs=3, action="append", required=True, metavar=("GOLDEN", "CORPUS", "INDEX"),
+                        type=Path, help="a golden file, its corpus root and an index of that corpus")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=model_paths()["ranker"], help="model file to write")
+    parser.add_argument("--report", type=Path, default=REPORT)
+    args = parser.parse_args(argv)
+    queries, names = collect([tuple(s) for s in args.set])
+    human = [q for q in queries if q.human]
+    table = {c: cross_validate(queries, names, c) for c in REGULARISATION}
+    best = max(REGULARISATION, key=lambda c: (table[c]["hit@1"], table[c]["mrr@10"]))
+    mean, scale = _standardisation(queries)
+    model = fit(queries, names, best, mean, scale)
+    first_stage = ranking_metrics(human, None)
+    training = {
+        "data": _data_hash(queries),
+        "human_queries": len(human),
+        "synthetic_queries": len(queries) - len(human),
+        "synthetic_weight": SYNTHETIC_WEIGHT,
+        "C": best,
+        "cv": table[best],
+        "first_stage": first_stage,
+        "sets": [str(s[0]) for s in args.set],
+    }
+    model = dataclasses.replace(model, training=training)
+    args.out.write_text(model.to_json(), encoding="utf-8")
+    _report(args.report, names, model, table, best, first_stage, human)
+    cv = table[best]
+    print(
+        f"ranker: C={best}, cross-validated hit@1 {cv['hit@1']:.3f} mrr@10 {cv['mrr@10']:.3f} (first stage "
+        f"{first_stage['hit@1']:.3f} / {first_stage['mrr@10']:.3f}); wrote {args.out}, {args.report}"
+    )
+    return 0
+
+
+def _data_hash(queries: Sequence[Query]) -> str:
+    return data_hash([[q.group, q.id, q.grades.tolist()] for q in queries])
+
+
+def _report(path: Path, names, model: LinearModel, table, best, first_stage, human: Sequence[Query]) -> None:
+    lines = [
+        "# Ranker fit (tuning parts only)",
+        "",
+        f"Human tuning questions: {len(human)}; with their evidence among the candidates: {first_stage['queries']}.",
+        "",
+        "| C | cross-validated hit@1 | mrr@10 |",
+        "|---|---|---|",
+        *(f"| {c} | {m['hit@1']:.3f} | {m['mrr@10']:.3f} |" for c, m in table.items()),
+        "",
+        f"Chosen C = {best}. First-stage (RRF) order on the same questions: hit@1 {first_stage['hit@1']:.3f}, "
+        f"mrr@10 {first_stage['mrr@10']:.3f}.",
+        "",
+        "| feature | weight (standardised) |",
+        "|---|---|",
+        *(f"| {n} | {w:+.3f} |" for n, w in zip(names, model.weights, strict=True)),
+        "",
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""Choose the extractive answer's shape settings on the tuning parts of the golden files.
+
+    python -m evals.tune_answers --set evals/golden.jsonl seeds index \\
+        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index
+
+Coordinate search over the `AnswerShape` settings (units per answer, the relative cutoff, novelty, and
+the unit score's weights): each setting in turn takes the value that maximises key-fact recall on the
+answerable tuning questions while the median answer stays under `MAX_MEDIAN_CHARS`; two rounds. Test-part
+ids are never read. Prints the chosen values (copy them into `rag/settings.py`) and writes
+`evals/reports/tune_answers.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from evals.golden import GoldenItem, load_golden, select_part
+from evals.metrics import facts_found
+from rag import Assistant, Settings
+
+MAX_MEDIAN_CHARS = 900  # facts count only in concise answers
+GRID: dict[str, tuple[float, ...]] = {
+    "max_units_fact": (1, 2, 3),
+    "max_units_troubleshoot": (2, 3, 4, 5),
+    "unit_relative_cutoff": (0.05, 0.1, 0.15, 0.25, 0.4),
+    "unit_min_novelty": (0.2, 0.35, 0.5, 0.7),
+    "unit_overlap_weight": (0.0, 0.15, 0.3, 0.6),
+    "unit_identifier_weight": (0.0, 0.05, 0.1, 0.2),
+    "unit_rank_weight": (0.0, 0.05, 0.15, 0.3),
+}
+ROUNDS = 2
+REPORT = Path("evals/reports/tune_answers.md")
+
+
+def score(assistants: Sequence[tuple[Assistant, list[GoldenItem]]], values: dict[str, float]) -> tuple[float, float]:
+    """(mean key-fact recall, median answer characters) of answerable tuning questions under `values`."""
+    recalls: list[float] = []
+    lengths: list[int] = []
+    for assistant, items in assistants:
+        tuned = assistant.with_settings(**values)
+        for item in items:
+            answer = tuned.ask(item.question, item.history)
+            found = facts_found(answer.text, item.facts)
+            recalls.append(sum(found) / len(found) if found else 1.0)
+            if not answer.abstained:
+                lengths.append(len(answer.text))
+    return statistics.fmean(recalls), statistics.median(lengths) if lengths else 0.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", nargs=3, action="append", required=True, metavar=("GOLDEN", "CORPUS", "INDEX"),
+                        type=Path, help="a golden file, its corpus root and an index of that corpus")  # fmt: skip
+    parser.add_argument("--report", type=Path, default=REPORT)
+    args = parser.parse_args(argv)
+    assistants = []
+    for golden, corpus, index in args.set:
+        items = [i for i in select_part(load_golden(golden, corpus), "tune") if i.answerable]
+        assistants.append((Assistant.from_settings(Settings.from_env(index_dir=index)), items))
+    defaults = assistants[0][0].settings
+    values: dict[str, float] = {name: getattr(defaults, name) for name in GRID}
+    start = score(assistants, values)
+    lines = ["# Answer shape tuning (tuning parts only)", "", f"Start {values}: recall {start[0]:.3f}, "
+             f"median {start[1]:.0f} chars", "", "| round | setting | value | key-fact recall | median chars |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    best = start
+    for round_number in range(1, ROUNDS + 1):
+        for name, grid in GRID.items():
+            for value in grid:
+                trial = {**values, name: value}
+                result = score(assistants, trial)
+                lines.append(f"| {round_number} | {name} | {value} | {result[0]:.3f} | {result[1]:.0f} |")
+                if result[1] <= MAX_MEDIAN_CHARS and result[0] > best[0] + 1e-9:
+                    values, best = trial, result
+    lines += ["", f"Chosen: {values}", f"Key-fact recall {best[0]:.3f}, median answer {best[1]:.0f} characters.", ""]
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text("\n".join(lines), encoding="utf-8")
+    print(f"chosen {values}: key-fact recall {best[0]:.3f}, median {best[1]:.0f} chars; wrote {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

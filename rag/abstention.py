@@ -1,0 +1,68 @@
+"""Abstention: say "not covered" when the ranked passages do not answer the question.
+
+A learned decision over retrieval features (scores, their gap, how much of the question the top
+passages cover, words and names the corpus never uses), not word lists: what a list of off-topic
+words or product names would decide is read from the corpus itself. The weights and the threshold
+are data (`abstention.json` beside this module), fitted by `evals/fit_abstention.py` on the tuning
+parts of the golden files and calibrated to keep over-abstention on answerable questions low.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from rag.ranking import LinearModel, Ranked, model_paths
+
+ABSTENTION_FEATURES = (
+    "top_score",  # the learned ranking score of the first passage
+    "score_gap",  # first minus second ranking score
+    "best_dense",  # best cosine of the question and a top passage
+    "best_sentence",  # best cosine of the question and one evidence unit of a top passage
+    "coverage",  # IDF-weighted share of the question's terms found in the top three passages
+    "unknown_terms",  # IDF-weighted share of the question's terms the corpus never uses
+    "unknown_names",  # share of the names in the question (products, APIs) the corpus never mentions
+    "focus_match",  # a top-three passage carries an identifier the question is about
+    "focus_unknown",  # share of the identifiers the question is about that no passage carries
+)
+TOP_PASSAGES = 3
+ABSTENTION_PATH = model_paths()["abstention"]
+
+
+def abstention_features(ranked: Ranked) -> tuple[float, ...]:
+    """The decision's inputs, in `ABSTENTION_FEATURES` order; all zeros when nothing was retrieved."""
+    candidates = ranked.candidates
+    if not candidates:
+        return (0.0,) * len(ABSTENTION_FEATURES)
+    evidence = ranked.pool.evidence
+    top = candidates[:TOP_PASSAGES]
+    weights = evidence.term_weights
+    covered = set().union(*(c.matched_terms for c in top))
+    coverage = sum(w for t, w in weights.items() if t in covered) / (sum(weights.values()) or 1.0)
+    scores = sorted(ranked.scores, reverse=True)
+    focus = ranked.pool.query.focus_identifiers
+    return (
+        scores[0],
+        scores[0] - scores[1] if len(scores) > 1 else 0.0,
+        max(c.dense for c in top),
+        max(c.feature("sentence") for c in top),
+        coverage,
+        evidence.unknown_term_share,
+        len(evidence.unknown_names) / evidence.names if evidence.names else 0.0,
+        1.0 if focus and any(set(c.identifiers) & focus for c in top) else 0.0,
+        evidence.unknown_focus_identifiers / evidence.focus_identifiers if evidence.focus_identifiers else 0.0,
+    )
+
+
+def load_abstention(path: Path = ABSTENTION_PATH) -> LinearModel:
+    return LinearModel.load(path, ABSTENTION_FEATURES)
+
+
+def answerable_score(ranked: Ranked, model: LinearModel) -> float:
+    """The model's log-odds that the passages answer the question."""
+    return float(model.scores(np.asarray([abstention_features(ranked)], dtype=np.float64))[0])
+
+
+def should_abstain(ranked: Ranked, model: LinearModel) -> bool:
+    return not ranked.candidates or answerable_score(ranked, model) < model.threshold

@@ -1,0 +1,163 @@
+"""Second-stage ranking: a learned linear model over the features retrieval hands down.
+
+The first stage (dense + BM25 + identifiers, fused by RRF) finds candidates; this stage orders them
+so that the first passage is the one that answers. Every feature is named in `RANK_FEATURES` and
+computed in `rag.retrieval`; the weights are data (`ranker.json` beside this module), fitted by
+`evals/fit_ranker.py` on the tuning parts of the golden files plus synthetic queries made at ingest.
+A ranking change is therefore a reviewable diff of that file, and a changed corpus needs no refit:
+the features are corpus-relative (shares, normalised scores), never words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rag.errors import ConfigurationError
+
+if TYPE_CHECKING:  # retrieval computes RANK_FEATURES, so it imports this module
+    from rag.retrieval import Candidate, CandidatePool
+
+# Order matters: model files list their features and are refused when the list differs.
+RANK_FEATURES = (
+    "rrf",  # first-stage fused score (reciprocal ranks of dense, BM25, identifier and best-sentence orders)
+    "dense",  # cosine of the question and the chunk
+    "sentence",  # cosine of the question and the chunk's best evidence unit
+    "bm25",  # BM25 over heading path + text, as a share of the best candidate's
+    "heading_bm25",  # BM25 over title + section path only (fielded), as a share of the best candidate's
+    "heading_overlap",  # IDF-weighted share of the question's terms in the heading path
+    "term_coverage",  # IDF-weighted share of the question's terms in the chunk
+    "focus_identifier",  # IDF-weighted share of the identifiers the question is about that the chunk carries
+    "context_identifier",  # the same for identifiers that only sit in a pasted command line or stack frame
+    "defines_identifier",  # the chunk defines a focus identifier (in its heading or a table row's first cell)
+    "position",  # where the chunk starts in its document, 0 (top) to 1 (end)
+)
+
+RANKER_PATH = Path(__file__).with_name("ranker.json")
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """Standardised features times weights, plus a bias; the file format of every learned part here."""
+
+    name: str
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float = 0.0
+    threshold: float = 0.0  # decision threshold on the score, for models that decide (abstention)
+    version: int = 1
+    training: dict[str, Any] = field(default_factory=dict)  # data hash, counts, the fit's metrics
+
+    def __post_init__(self) -> None:
+        sizes = {len(self.features), len(self.mean), len(self.scale), len(self.weights)}
+        if len(sizes) != 1:
+            raise ConfigurationError(f"Model '{self.name}' is malformed: feature, mean, scale and weight counts differ")
+
+    def scores(self, matrix: np.ndarray) -> np.ndarray:
+        """One score per row of `matrix` (rows are feature vectors in `self.features` order)."""
+        if matrix.size == 0:
+            return np.zeros(len(matrix), dtype=np.float64)
+        standardised = (matrix - np.asarray(self.mean)) / np.asarray(self.scale)
+        return standardised @ np.asarray(self.weights) + self.bias
+
+    def to_json(self) -> str:
+        payload = {
+            "name": self.name,
+            "version": self.version,
+            "features": list(self.features),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "weights": list(self.weights),
+            "bias": self.bias,
+            "threshold": self.threshold,
+            "training": self.training,
+        }
+        return json.dumps(payload, indent=2) + "\n"
+
+    @classmethod
+    def load(cls, path: Path, expected_features: Sequence[str]) -> LinearModel:
+        """Read a model file and refuse it when its features are not the ones the code computes."""
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            model = cls(
+                name=str(raw["name"]),
+                features=tuple(raw["features"]),
+                mean=tuple(float(v) for v in raw["mean"]),
+                scale=tuple(float(v) or 1.0 for v in raw["scale"]),
+                weights=tuple(float(v) for v in raw["weights"]),
+                bias=float(raw.get("bias", 0.0)),
+                threshold=float(raw.get("threshold", 0.0)),
+                version=int(raw.get("version", 1)),
+                training=dict(raw.get("training", {})),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigurationError(f"Cannot read the model file {path} ({exc}): restore it from git") from exc
+        if model.features != tuple(expected_features):
+            raise ConfigurationError(
+                f"Model file {path} was fitted on features {list(model.features)} but the code computes "
+                f"{list(expected_features)}: re-run its fit script (evals/fit_*.py)"
+            )
+        return model
+
+
+def data_hash(rows: Sequence[Any]) -> str:
+    """A short hash of the training data, recorded in the model file."""
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def model_paths() -> dict[str, Path]:
+    """Where the learned parts ship: the fit scripts write these files, the service reads them."""
+    return {"ranker": RANKER_PATH, "abstention": RANKER_PATH.with_name("abstention.json")}
+
+
+def load_ranker(path: Path = RANKER_PATH) -> LinearModel:
+    return LinearModel.load(path, RANK_FEATURES)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The top candidates, best first, with the learned score of each (also set as the passage's score)."""
+
+    pool: CandidatePool
+    candidates: tuple[Candidate, ...]
+    scores: tuple[float, ...]
+
+
+def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) -> Ranked:
+    """Order the pool: by the learned model in hybrid mode, by the single retriever's score otherwise;
+    then keep the best `k`, at most `max_per_section` from one section (the overflow fills a short list)."""
+    candidates = pool.candidates
+    learned = model.scores(
+        np.asarray([c.features for c in candidates], dtype=np.float64).reshape(-1, len(model.features))
+    )
+    primary = learned if pool.mode == "hybrid" else np.asarray([c.first_stage for c in candidates])
+    order = np.lexsort((np.arange(len(candidates)), -primary)) if len(candidates) else np.zeros(0, int)
+    chosen: list[int] = []
+    overflow: list[int] = []
+    per_section: Counter[tuple[str, tuple[str, ...]]] = Counter()
+    for index in order.tolist():
+        passage = candidates[index].passage
+        key = (passage.source_path, passage.section_path)
+        if per_section[key] < max_per_section:
+            per_section[key] += 1
+            chosen.append(index)
+        else:
+            overflow.append(index)
+        if len(chosen) == k:
+            break
+    chosen = (chosen + overflow)[:k]
+    ranked = tuple(
+        dataclasses.replace(c, passage=dataclasses.replace(c.passage, score=round(float(primary[i]), 6)))
+        for i, c in ((i, candidates[i]) for i in chosen)
+    )
+    return Ranked(pool, ranked, tuple(float(learned[i]) for i in chosen))
