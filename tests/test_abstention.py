@@ -1,0 +1,133 @@
+"""Abstention features and the decision over a hand-made ranked list."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rag.abstention import (
+    ABSTENTION_FEATURES,
+    ABSTENTION_PATH,
+    TOP_PASSAGES,
+    abstention_features,
+    answerable_score,
+    load_abstention,
+    should_abstain,
+)
+from rag.ranking import LinearModel, Ranked, model_paths
+from tests.test_ranking import make_candidate, make_pool
+
+
+def _features(ranked: Ranked) -> dict[str, float]:
+    values = abstention_features(ranked)
+    assert len(values) == len(ABSTENTION_FEATURES)
+    return dict(zip(ABSTENTION_FEATURES, values, strict=True))
+
+
+def _ranked(candidates, scores, question="why is my consumer lagging?", **evidence) -> Ranked:
+    pool = make_pool(candidates, question=question, **evidence)
+    return Ranked(pool, tuple(candidates), tuple(scores))
+
+
+def _model(name: str, weight: float = 1.0, threshold: float = 0.0, bias: float = 0.0) -> LinearModel:
+    size = len(ABSTENTION_FEATURES)
+    weights = tuple(weight if f == name else 0.0 for f in ABSTENTION_FEATURES)
+    return LinearModel("abstention", ABSTENTION_FEATURES, (0.0,) * size, (1.0,) * size, weights, bias, threshold)
+
+
+def test_nothing_retrieved_gives_zeros_and_abstains():
+    ranked = _ranked([], [])
+    assert abstention_features(ranked) == (0.0,) * len(ABSTENTION_FEATURES)
+    assert should_abstain(ranked, _model("top_score", threshold=-100.0)) is True
+
+
+def test_scores_gap_and_similarities():
+    candidates = [
+        make_candidate("a", dense=0.4, features={"sentence": 0.55}),
+        make_candidate("b", dense=0.7, features={"sentence": 0.35}),
+        make_candidate("c", dense=0.2, features={"sentence": 0.1}),
+        make_candidate("d", dense=0.99, features={"sentence": 0.99}),  # below the top three: not read
+    ]
+    features = _features(_ranked(candidates, [2.0, 1.25, 0.5, 0.1]))
+    assert features["top_score"] == 2.0
+    assert features["score_gap"] == pytest.approx(0.75)
+    assert features["best_dense"] == pytest.approx(0.7)
+    assert features["best_sentence"] == pytest.approx(0.55)
+    assert TOP_PASSAGES == 3
+
+
+def test_one_candidate_has_no_gap():
+    assert _features(_ranked([make_candidate("a")], [1.5]))["score_gap"] == 0.0
+
+
+def test_coverage_is_the_idf_weighted_share_of_terms_in_the_top_three():
+    candidates = [
+        make_candidate("a", matched_terms=frozenset({"consumer"})),
+        make_candidate("b", matched_terms=frozenset({"lag"})),
+        make_candidate("c"),
+        make_candidate("d", matched_terms=frozenset({"why"})),  # fourth: not read
+    ]
+    weights = {"why": 1.0, "consumer": 2.0, "lag": 3.0, "my": 4.0}
+    features = _features(_ranked(candidates, [4, 3, 2, 1], term_weights=weights))
+    assert features["coverage"] == pytest.approx(5.0 / 10.0)
+
+
+def test_unknown_terms_and_names_come_from_the_evidence():
+    ranked = _ranked(
+        [make_candidate("a")],
+        [1.0],
+        question="Does Debezium work with Kafka and Flink?",
+        unknown_term_share=0.25,
+        names=3,
+        unknown_names=("Debezium",),
+    )
+    features = _features(ranked)
+    assert features["unknown_terms"] == 0.25
+    assert features["unknown_names"] == pytest.approx(1 / 3)
+
+
+def test_no_names_means_no_unknown_name_share():
+    assert _features(_ranked([make_candidate("a")], [1.0], names=0, unknown_names=()))["unknown_names"] == 0.0
+
+
+def test_focus_match_needs_a_top_three_passage_carrying_a_focus_identifier():
+    question = "what does INVALID_RECORD_STATE mean?"
+    carried = [make_candidate("a"), make_candidate("b", identifiers=("invalid_record_state",))]
+    assert _features(_ranked(carried, [2, 1], question=question))["focus_match"] == 1.0
+    fourth = [*(make_candidate(str(i)) for i in range(3)), make_candidate("d", identifiers=("invalid_record_state",))]
+    assert _features(_ranked(fourth, [4, 3, 2, 1], question=question))["focus_match"] == 0.0
+
+
+def test_a_context_identifier_is_not_a_focus_match():
+    question = "$ bin/kafka-topics.sh --describe --topic orders\nERROR something went wrong"
+    candidates = [make_candidate("a", identifiers=("kafka-topics",))]
+    assert _features(_ranked(candidates, [1.0], question=question))["focus_match"] == 0.0
+
+
+def test_focus_unknown_is_the_share_of_focus_identifiers_no_chunk_carries():
+    ranked = _ranked(
+        [make_candidate("a")], [1.0], question="FOO_BAR and BAZ_QUX?", focus_identifiers=2, unknown_focus_identifiers=1
+    )
+    assert _features(ranked)["focus_unknown"] == 0.5
+    assert _features(_ranked([make_candidate("a")], [1.0], focus_identifiers=0))["focus_unknown"] == 0.0
+
+
+def test_features_are_finite():
+    candidates = [make_candidate(str(i), dense=0.1 * i, features={"sentence": 0.2}) for i in range(5)]
+    assert all(math.isfinite(v) for v in abstention_features(_ranked(candidates, [5, 4, 3, 2, 1])))
+
+
+def test_decision_is_the_score_against_the_threshold():
+    ranked = _ranked([make_candidate("a", dense=0.35)], [1.0])
+    assert answerable_score(ranked, _model("best_dense", 2.0, bias=-0.5)) == pytest.approx(0.2)
+    assert should_abstain(ranked, _model("best_dense", threshold=0.3)) is False
+    assert should_abstain(ranked, _model("best_dense", threshold=0.4)) is True
+
+
+def test_shipped_abstention_model_loads_with_the_features_the_code_computes():
+    assert model_paths()["abstention"] == ABSTENTION_PATH
+    model = load_abstention()
+    assert model.features == ABSTENTION_FEATURES
+    assert np.isfinite(model.threshold)
