@@ -1,0 +1,191 @@
+"""First-stage retrieval on the real seeds index: candidates, their features, and the query evidence."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rag.errors import RetrievalError
+from rag.query import parse_query
+from rag.ranking import RANK_FEATURES, load_ranker, rank
+from rag.retrieval import FirstStage, Retriever
+from rag.units import build_units
+
+pytestmark = pytest.mark.slow
+
+ERROR_PAGE = "000_0424dccc37dbf1fb.txt"
+EOS_GUIDE = "002_5d9f9cd9ceb365b0.txt"
+
+# Upper bounds of each feature; the RRF feature sums the four fused orders' weights at most.
+SHARES = ("bm25", "heading_bm25", "heading_overlap", "term_coverage", "focus_identifier", "context_identifier")
+
+QUESTIONS = [
+    "what does error code 121 mean",
+    "INVALID_RECORD_STATE share group acknowledgement",
+    "What is transaction.timeout.ms and what should I set it to?",
+    "$ bin/kafka-share-groups.sh --bootstrap-server localhost:9092 --describe --group g\n"
+    "ERROR org.apache.kafka.common.errors.InvalidRecordStateException: The record state is invalid.",
+    "write me a poem about kafka",
+    "zzqx flurbo",
+]
+
+
+@pytest.fixture(scope="module")
+def retriever(assistant) -> Retriever:
+    return assistant._retriever
+
+
+@pytest.fixture(scope="module")
+def stage(settings) -> FirstStage:
+    return FirstStage(
+        candidates=settings.candidates,
+        rrf_k=settings.rrf_k,
+        dense=settings.dense_weight,
+        bm25=settings.bm25_weight,
+        identifier=settings.identifier_weight,
+        sentence=settings.sentence_weight,
+    )
+
+
+def _top(pool, k=5):
+    return rank(pool, k, max_per_section=4, model=load_ranker()).candidates
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
+@pytest.mark.parametrize("question", QUESTIONS, ids=range(len(QUESTIONS)))
+def test_features_are_finite_and_in_range(retriever, stage, question, mode):
+    pool = retriever.retrieve(parse_query(question), 20, mode, stage)
+    assert pool.mode == mode
+    rrf_max = stage.dense + stage.bm25 + stage.identifier + stage.sentence
+    for candidate in pool.candidates:
+        features = dict(zip(RANK_FEATURES, candidate.features, strict=True))
+        assert all(math.isfinite(v) for v in candidate.features), features
+        assert 0.0 <= features["rrf"] <= rrf_max + 1e-6, features
+        if mode != "hybrid":
+            assert features["rrf"] == 0.0
+        assert -1.0 - 1e-5 <= features["dense"] <= 1.0 + 1e-5
+        assert -1.0 - 1e-5 <= features["sentence"] <= 1.0 + 1e-5
+        for name in SHARES:
+            assert 0.0 <= features[name] <= 1.0 + 1e-9, (name, features)
+        assert features["defines_identifier"] in (0.0, 1.0)
+        assert 0.0 <= features["position"] < 1.0
+        assert candidate.feature("dense") == pytest.approx(candidate.dense)
+        assert math.isfinite(candidate.first_stage)
+
+
+def test_candidates_come_in_first_stage_order_without_duplicates(retriever, stage):
+    pool = retriever.retrieve(parse_query("consumer rebalance and max.poll.interval.ms"), 20, "hybrid", stage)
+    scores = [c.first_stage for c in pool.candidates]
+    assert scores == sorted(scores, reverse=True)
+    ids = [c.passage.chunk_id for c in pool.candidates]
+    assert len(ids) == len(set(ids)) >= 20
+    assert max(c.feature("bm25") for c in pool.candidates) == pytest.approx(1.0)
+    assert max(c.feature("heading_bm25") for c in pool.candidates) in (0.0, pytest.approx(1.0))
+
+
+def test_unit_scores_follow_the_units_of_each_chunk(retriever, stage):
+    query = parse_query("how do I check the state of a share group?")
+    pool = retriever.retrieve(query, 10, "hybrid", stage)
+    vector = retriever._queries.encode(query.text)
+    for candidate in pool.candidates:
+        passage = candidate.passage
+        units = build_units(passage.text, passage.section_path[-1] if passage.section_path else "")
+        assert len(candidate.unit_scores) == len(units) == len(candidate.unit_vectors), passage.chunk_id
+        np.testing.assert_allclose(candidate.unit_scores, candidate.unit_vectors @ vector, atol=1e-5)
+        if len(units):
+            assert candidate.feature("sentence") == pytest.approx(float(candidate.unit_scores.max()), abs=1e-6)
+
+
+def test_matched_terms_and_identifiers_are_the_questions(retriever, stage):
+    query = parse_query("INVALID_RECORD_STATE share group acknowledgement")
+    pool = retriever.retrieve(query, 10, "hybrid", stage)
+    names = {i.name for i in query.identifiers}
+    for candidate in pool.candidates:
+        assert candidate.matched_terms <= pool.evidence.term_weights.keys()
+        assert set(candidate.identifiers) <= names
+        assert set(candidate.identifiers) <= set(candidate.passage.identifiers)
+    assert set(pool.evidence.term_weights) == set(query.tokens)
+
+
+def test_a_focus_identifier_puts_its_passage_first(retriever, stage):
+    query = parse_query("INVALID_RECORD_STATE keeps showing up, what is going on?")
+    assert query.focus_identifiers == {"invalid_record_state"}
+    pool = retriever.retrieve(query, 20, "hybrid", stage)
+    first = _top(pool)[0]
+    assert first.passage.source_path == ERROR_PAGE, first.passage.heading
+    assert first.identifiers == ("invalid_record_state",)
+    assert first.feature("focus_identifier") == 1.0
+    assert first.feature("defines_identifier") == 1.0  # the page's heading path names the error
+
+
+def test_an_error_code_question_puts_the_defining_page_first(retriever, stage):
+    pool = retriever.retrieve(parse_query("what does error code 121 mean?"), 20, "hybrid", stage)
+    first = _top(pool)[0]
+    assert first.passage.source_path == ERROR_PAGE, first.passage.heading
+    assert "code:121" in first.passage.identifiers
+
+
+def test_a_tool_in_the_command_line_is_a_context_identifier_feature(retriever, stage):
+    query = parse_query(
+        "$ bin/kafka-share-groups.sh --bootstrap-server localhost:9092 --describe --group g\n"
+        "ERROR org.apache.kafka.common.errors.InvalidRecordStateException: The record state is invalid."
+    )
+    assert "kafka-share-groups" in query.context_identifiers
+    pool = retriever.retrieve(query, 20, "hybrid", stage)
+    carrying = [c for c in pool.candidates if "kafka-share-groups" in c.passage.identifiers]
+    assert carrying, "the seeds' diagnostic commands name kafka-share-groups.sh"
+    for candidate in carrying:
+        assert candidate.feature("context_identifier") > 0.0
+        assert "kafka-share-groups" in candidate.identifiers
+    for candidate in pool.candidates:
+        if "kafka-share-groups" not in candidate.passage.identifiers:
+            assert candidate.feature("context_identifier") == 0.0
+
+
+def test_query_evidence_reads_unknown_words_names_and_identifiers(retriever, stage):
+    known = retriever.retrieve(parse_query("transaction timeout"), 5, "hybrid", stage).evidence
+    assert known.unknown_term_share == 0.0
+    assert known.unknown_names == () and known.unknown_focus_identifiers == 0
+
+    unknown = retriever.retrieve(
+        parse_query("We use Zorblatt with the share consumer, why does it fail?\nFLURBO_QUUX_ERROR"), 5, "hybrid", stage
+    ).evidence
+    assert 0.0 < unknown.unknown_term_share < 1.0
+    assert unknown.names >= 1 and "Zorblatt" in unknown.unknown_names
+    assert unknown.focus_identifiers == 1 and unknown.unknown_focus_identifiers == 1
+    weights = unknown.term_weights
+    assert weights["zorblatt"] > weights["consumer"]  # a word the corpus never uses weighs most
+
+
+def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
+    evidence = retriever.retrieve(parse_query("How does a ShareConsumer acknowledge?"), 5, "hybrid", stage).evidence
+    assert "ShareConsumer" not in evidence.unknown_names
+
+
+def test_bm25_mode_only_returns_lexical_matches(retriever, stage):
+    pool = retriever.retrieve(parse_query("zzqx flurbo"), 20, "bm25", stage)
+    assert pool.candidates == ()
+    pool = retriever.retrieve(parse_query("transaction.timeout.ms"), 20, "bm25", stage)
+    assert pool.candidates and all(c.first_stage > 0 for c in pool.candidates)
+
+
+def test_unknown_mode_is_refused(retriever, stage):
+    with pytest.raises(RetrievalError, match="Unknown retrieval mode 'fuzzy': use one of"):
+        retriever.retrieve(parse_query("lag"), 5, "fuzzy", stage)
+
+
+def test_timings_are_reported(retriever, stage):
+    pool = retriever.retrieve(parse_query("lag"), 5, "hybrid", stage)
+    assert {"embed_query", "dense", "bm25", "features"} <= set(pool.timings_ms)
+    assert all(v >= 0 for v in pool.timings_ms.values())
+
+
+def test_retrieval_is_deterministic(retriever, stage):
+    query = parse_query("exactly once transactions producer")
+    first = retriever.retrieve(query, 20, "hybrid", stage)
+    second = retriever.retrieve(query, 20, "hybrid", stage)
+    assert [(c.passage.chunk_id, c.features) for c in first.candidates] == [
+        (c.passage.chunk_id, c.features) for c in second.candidates
+    ]
