@@ -43,6 +43,16 @@ Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Produce
         ("run kafka-share-groups.sh --describe", {"kafka-share-groups"}),
         ("bin/kafka-consumer-groups.sh and kafka-topics.bat", {"kafka-consumer-groups", "kafka-topics"}),
         ("call initTransactions() then commitTransaction()", {"inittransactions", "committransaction"}),
+        (
+            "INVALID_RECORD_STATE | 121 | False | The record state is invalid. The acknowledgement of delivery "
+            "could not be completed.",
+            {"invalid_record_state", "code:121"},
+        ),
+        (
+            "UNKNOWN_TOPIC_OR_PARTITION | 3 | True | This server does not host this topic-partition.",
+            {"unknown_topic_or_partition", "code:3"},
+        ),  # fmt: skip
+        ("NONE | 0 | False |", set()),  # a one-word name is not an error name
     ],
 )
 def test_identifier_kinds(text, expected):
@@ -75,6 +85,20 @@ def test_question_and_chunk_sides_agree():
     chunk = "Set `transaction.timeout.ms` when INVALID_RECORD_STATE (error code 121) appears; see KIP-932."
     question = "what is transaction.timeout.ms, invalid record state INVALID_RECORD_STATE, code 121, kip-932?"
     assert set(extract_identifiers(question)) <= set(extract_identifiers(chunk))
+
+
+def test_error_table_rows_define_their_codes():
+    """A protocol-errors table: each row's code is extracted, but a number in a description is not a code."""
+    table = (
+        "Error | Code | Retriable | Description\n"
+        "UNKNOWN_SERVER_ERROR | -1 | False | The server experienced an unexpected error when processing the request.\n"
+        "INVALID_RECORD_STATE | 121 | False | The record state is invalid. The acknowledgement of delivery could not "
+        "be completed.\n"
+        "SOME_ERROR | 7 | True | Retry after 500 ms or 3 attempts."
+    )
+    found = set(extract_identifiers(table))
+    assert {"code:121", "code:-1", "code:7"} <= found
+    assert "code:500" not in found and "code:3" not in found
 
 
 def test_stack_trace_identifiers():
