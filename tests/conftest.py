@@ -1,4 +1,4 @@
-"""Shared fixtures: the real model, a real seeds index (built once per session), a real Assistant."""
+"""Shared fixtures: the real model, real seeds and Kafka-docs indexes (built once per session), a real Assistant."""
 
 from __future__ import annotations
 
@@ -78,6 +78,18 @@ def seeds_index(tmp_path_factory) -> Path:
 
     index_dir = tmp_path_factory.mktemp("seeds-index") / "index"
     run_ingest([SEEDS], index_dir, default_ingest_config())
+    return index_dir
+
+
+@pytest.fixture(scope="session")
+def kafka_docs_index(tmp_path_factory) -> Path:
+    """An index of the Kafka documentation (HTML pages), built once per session: 2-3 minutes, so mark users slow."""
+    from rag.ingest import run_ingest
+
+    if not KAFKA_DOCS.is_dir():
+        pytest.skip(f"no Kafka docs corpus at {KAFKA_DOCS}")
+    index_dir = tmp_path_factory.mktemp("kafka-docs-index") / "index"
+    run_ingest([KAFKA_DOCS], index_dir, default_ingest_config())
     return index_dir
 
 
