@@ -1,0 +1,244 @@
+"""The extractive answerer over hand-made ranked candidates: which evidence units it quotes, in what order,
+how it renders them, and when it abstains."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from rag.answering import AnswerShape, abstain, extract_answer
+from rag.passages import NOT_COVERED
+from rag.ranking import Ranked
+from rag.units import build_units
+from tests.test_ranking import make_candidate, make_pool
+
+FACT = "what is the record lock duration?"
+TROUBLESHOOT = "why does my share consumer fail to acknowledge?"
+
+FIX = (
+    "The record lock expired before the acknowledgement arrived. "
+    "Increase group.share.record.lock.duration.ms so records stay locked longer. "
+    "Check the broker logs for ShareFetch errors to verify the cause."
+)
+SASL = (
+    "Kafka supports several SASL mechanisms. The following mechanisms are supported:\n\n"
+    "- GSSAPI (Kerberos)\n- PLAIN\n- SCRAM-SHA-256\n- SCRAM-SHA-512\n- OAUTHBEARER\n\n"
+    "Each needs its own JAAS configuration."
+)
+COMMAND = (
+    "To describe a share group, run the following command:\n\n"
+    "$ bin/kafka-share-groups.sh --bootstrap-server localhost:9092 --describe --group g\n\n"
+    "The output lists each member of the group."
+)
+OTHER = (
+    "Share groups were introduced by KIP-932 as an early access feature. "
+    "Consumers in a share group cooperatively consume records from the same partitions."
+)
+
+MARKER = re.compile(r"\[(\d+)\]")
+DIMENSION = 32
+
+
+def shape(**overrides) -> AnswerShape:
+    """Units score by their similarity alone unless a test turns the other weights on."""
+    values = {
+        "max_units_fact": 2,
+        "max_units_troubleshoot": 4,
+        "relative_cutoff": 1.0,
+        "min_novelty": 0.0,
+        "overlap_weight": 0.0,
+        "identifier_weight": 0.0,
+        "rank_weight": 0.0,
+        "max_chars": 5000,
+    } | overrides
+    return AnswerShape(**values)
+
+
+class _Axes:
+    """Orthogonal unit vectors, so no two units are near-duplicates unless a test says so."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def take(self, count: int) -> np.ndarray:
+        vectors = np.eye(DIMENSION, dtype=np.float32)[self.used : self.used + count]
+        self.used += count
+        return vectors
+
+
+def candidate(axes: _Axes, name: str, text: str, scores, heading: str = "Heading", vectors=None):
+    units = build_units(text, heading)
+    assert len(scores) == len(units), [u.parts for u in units]
+    return make_candidate(
+        name,
+        section=("Doc", heading),
+        source=f"{name}.html",
+        text=text,
+        unit_scores=tuple(scores),
+        unit_vectors=vectors if vectors is not None else axes.take(len(units)),
+    )
+
+
+def ranked(candidates, question: str = FACT) -> Ranked:
+    return Ranked(make_pool(candidates, question=question), tuple(candidates), tuple(range(len(candidates), 0, -1)))
+
+
+def _units(text: str) -> list[str]:
+    return [block for block in text.split("\n\n") if not block.startswith("**")]
+
+
+def _check(draft) -> None:
+    assert not draft.abstained
+    assert [c.marker for c in draft.citations] == list(range(1, len(draft.citations) + 1))
+    assert {int(n) for n in MARKER.findall(draft.text)} == {c.marker for c in draft.citations}
+    for citation in draft.citations:
+        assert citation.quotes
+        for quote in citation.quotes:
+            assert quote in citation.passage.text
+
+
+def test_the_lead_is_the_best_unit_of_the_best_ranked_passage():
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.3, 0.6, 0.2])
+    second = candidate(axes, "second", OTHER, [0.9, 0.1])  # a better unit, but a lower passage
+    draft = extract_answer(ranked([top, second], "why does my share consumer fail?"), shape(max_units_troubleshoot=2))
+    _check(draft)
+    units = _units(draft.text)
+    assert len(units) == 2, draft.text
+    quotes = {c.passage.chunk_id: c.quotes for c in draft.citations}
+    assert quotes == {
+        "top": ("Increase group.share.record.lock.duration.ms so records stay locked longer.",),
+        "second": ("Share groups were introduced by KIP-932 as an early access feature.",),
+    }
+    # markers follow the order of display: the cause comes before what to do
+    assert draft.text.index("Share groups") < draft.text.index("Increase")
+    assert [c.passage.chunk_id for c in draft.citations] == ["second", "top"]
+
+
+def test_a_fact_is_stated_by_the_lead_passage_alone():
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.3, 0.6, 0.2])
+    second = candidate(axes, "second", OTHER, [0.9, 0.8])
+    draft = extract_answer(ranked([top, second], FACT), shape(max_units_fact=2))
+    _check(draft)
+    assert [c.passage.chunk_id for c in draft.citations] == ["top"]
+    assert _units(draft.text) == [
+        "Increase `group.share.record.lock.duration.ms` so records stay locked longer. [1]",
+        "The record lock expired before the acknowledgement arrived. [1]",
+    ]
+
+
+def test_a_fact_question_takes_at_most_max_units_fact():
+    axes = _Axes()
+    candidates = [candidate(axes, "a", FIX, [0.9, 0.8, 0.7]), candidate(axes, "b", OTHER, [0.85, 0.75])]
+    draft = extract_answer(ranked(candidates, FACT), shape(max_units_fact=2, max_units_troubleshoot=5))
+    _check(draft)
+    assert len(_units(draft.text)) == 2
+    assert "**" not in draft.text  # no troubleshooting layout for a fact
+
+
+def test_a_troubleshooting_question_takes_up_to_max_units_troubleshoot_under_headings():
+    axes = _Axes()
+    candidates = [candidate(axes, "a", FIX, [0.9, 0.8, 0.7]), candidate(axes, "b", OTHER, [0.85, 0.75])]
+    draft = extract_answer(ranked(candidates, TROUBLESHOOT), shape(max_units_troubleshoot=4))
+    _check(draft)
+    assert len(_units(draft.text)) == 4
+    assert "**What it means / likely cause**" in draft.text
+    assert "**What to do**" in draft.text
+    assert draft.text.index("**What it means / likely cause**") < draft.text.index("**What to do**")
+    do = draft.text.split("**What to do**")[1]
+    assert "Increase `group.share.record.lock.duration.ms`" in do
+
+
+def test_units_far_below_the_lead_are_left_out():
+    axes = _Axes()
+    draft = extract_answer(ranked([candidate(axes, "a", FIX, [0.9, 0.85, 0.5])]), shape(relative_cutoff=0.1))
+    assert len(_units(draft.text)) == 2
+    assert "ShareFetch" not in draft.text
+
+
+def test_near_duplicate_units_are_dropped():
+    axes = _Axes()
+    first = candidate(axes, "a", OTHER, [0.9, 0.2])
+    same = np.vstack([first.unit_vectors[0], axes.take(1)[0]])  # its first unit says what a's first says
+    second = candidate(axes, "b", OTHER.replace("early access", "preview"), [0.88, 0.1], vectors=same)
+    draft = extract_answer(ranked([first, second], TROUBLESHOOT), shape())
+    assert draft.text.count("Share groups were introduced") == 1
+    assert "Share groups were introduced by KIP-932 as a preview feature" not in draft.text
+
+
+def test_a_unit_that_adds_no_new_words_is_dropped():
+    axes = _Axes()
+    first = candidate(axes, "a", OTHER, [0.9, 0.2])
+    repeat = candidate(axes, "b", "Share groups were introduced by KIP-932 as an early access feature.", [0.88])
+    draft = extract_answer(ranked([first, repeat], TROUBLESHOOT), shape(min_novelty=0.5))
+    assert [c.passage.chunk_id for c in draft.citations] == ["a"]
+
+
+def test_max_chars_bounds_the_answer():
+    axes = _Axes()
+    draft = extract_answer(ranked([candidate(axes, "a", FIX, [0.9, 0.85, 0.8])], TROUBLESHOOT), shape(max_chars=130))
+    assert len(_units(draft.text)) == 2
+
+
+def test_a_list_stays_with_its_lead_in():
+    axes = _Axes()
+    draft = extract_answer(ranked([candidate(axes, "sasl", SASL, [0.3, 0.8, 0.1])]), shape(max_units_fact=1))
+    _check(draft)
+    assert draft.text.startswith("The following mechanisms are supported: [1]\n- GSSAPI (Kerberos)\n- PLAIN\n")
+    assert "- SCRAM-SHA-256" in draft.text and "- OAUTHBEARER" in draft.text
+
+
+def test_a_command_renders_as_a_fenced_block():
+    axes = _Axes()
+    draft = extract_answer(ranked([candidate(axes, "cmd", COMMAND, [0.8, 0.1])]), shape(max_units_fact=1))
+    _check(draft)
+    assert draft.text == (
+        "To describe a share group, run the following command: [1]\n```\n"
+        "$ bin/kafka-share-groups.sh --bootstrap-server localhost:9092 --describe --group g\n```"
+    )
+
+
+def test_the_question_terms_and_identifiers_raise_a_unit():
+    axes = _Axes()
+    question = "what is group.share.record.lock.duration.ms?"
+    base = candidate(axes, "a", FIX, [0.5, 0.45, 0.5])
+    plain = extract_answer(ranked([base], question), shape(max_units_fact=1))
+    boosted = extract_answer(ranked([base], question), shape(max_units_fact=1, identifier_weight=0.2))
+    assert not plain.text.startswith("Increase")
+    assert boosted.text.startswith("Increase `group.share.record.lock.duration.ms`")
+
+
+def test_units_of_another_splitter_are_never_quoted():
+    """Unit vectors that do not match the chunk's units (an index built by another splitter) are skipped."""
+    axes = _Axes()
+    stale = make_candidate("stale", text=FIX, unit_scores=(0.9,), unit_vectors=axes.take(1))
+    good = candidate(axes, "good", OTHER, [0.5, 0.4])
+    draft = extract_answer(ranked([stale, good], TROUBLESHOOT), shape())
+    assert [c.passage.chunk_id for c in draft.citations] == ["good"]
+    assert extract_answer(ranked([stale]), shape()).abstained
+
+
+def test_abstain_lists_the_closest_passages_without_citations():
+    axes = _Axes()
+    candidates = [candidate(axes, name, OTHER, [0.5, 0.4]) for name in "abcd"]
+    draft = abstain(ranked(candidates))
+    assert draft.abstained and draft.citations == ()
+    assert draft.text.startswith(NOT_COVERED) and "possibly related" in draft.text
+    assert [p.chunk_id for p in draft.related] == ["a", "b", "c"]
+    assert abstain(ranked([])).text == NOT_COVERED
+
+
+def test_extract_answer_is_deterministic():
+    axes = _Axes()
+    candidates = [candidate(axes, "a", FIX, [0.9, 0.8, 0.7]), candidate(axes, "b", OTHER, [0.85, 0.75])]
+    assert extract_answer(ranked(candidates, TROUBLESHOOT), shape()) == extract_answer(
+        ranked(candidates, TROUBLESHOOT), shape()
+    )
+
+
+@pytest.mark.parametrize("question", [FACT, TROUBLESHOOT])
+def test_nothing_ranked_abstains(question):
+    assert extract_answer(ranked([], question), shape()).abstained
