@@ -1,0 +1,130 @@
+"""The fit scripts read only tuning-part questions, and the model files they write (and the shipped ones)
+load with the features the code computes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import evals.fit_abstention as fit_abstention
+import evals.fit_ranker as fit_ranker
+from evals.golden import load_golden, part_of, select_part
+from rag import Assistant, LinearModel
+from rag.abstention import ABSTENTION_FEATURES, load_abstention
+from rag.ranking import RANK_FEATURES, load_ranker
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "evals" / "golden.jsonl"
+SEEDS = ROOT / "seeds"
+
+
+def _key(question: str, history) -> tuple:
+    return question, tuple(tuple(sorted(turn.items())) for turn in history)
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return load_golden(GOLDEN, SEEDS)
+
+
+@pytest.fixture()
+def inspected(monkeypatch) -> list[tuple]:
+    """Every (question, history) the fit asks the assistant about."""
+    seen: list[tuple] = []
+    real = Assistant.inspect
+
+    def spy(self, question, history=(), *, k=20):
+        seen.append(_key(question, history))
+        return real(self, question, history, k=k)
+
+    monkeypatch.setattr(Assistant, "inspect", spy)
+    return seen
+
+
+def _only_tune(seen: list[tuple], golden, allowed_extra: set[tuple] = frozenset()) -> None:
+    tune = {_key(i.question, i.history) for i in golden if i.part == "tune"}
+    test_only = {_key(i.question, i.history) for i in golden if i.part == "test"} - tune
+    assert test_only, "the seeds golden file has test-part questions"
+    leaked = [key for key in seen if key in test_only]
+    assert leaked == [], f"the fit read test-part questions: {[q[:60] for q, _ in leaked]}"
+    unknown = [key for key in seen if key not in tune and key not in allowed_extra]
+    assert unknown == [], f"the fit read questions that are no tuning item: {[q[:60] for q, _ in unknown]}"
+
+
+def test_abstention_fit_reads_only_tuning_questions(seeds_index, golden, inspected):
+    x, y, ids, names = fit_abstention.collect([(GOLDEN, SEEDS, seeds_index)])
+    _only_tune(inspected, golden)
+    tune = select_part(golden, "tune")
+    assert len(inspected) == len(tune)
+    assert ids == [i.id for i in tune] and all(part_of(i) == "tune" for i in ids)
+    assert names == ABSTENTION_FEATURES
+    assert x.shape == (len(tune), len(ABSTENTION_FEATURES)) and np.isfinite(x).all()
+    assert y.tolist() == [1 if i.answerable else 0 for i in tune]
+
+
+def test_ranker_fit_reads_only_tuning_questions_and_synthetic_queries(seeds_index, golden, inspected, monkeypatch):
+    monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 15)
+    queries, names = fit_ranker.collect([(GOLDEN, SEEDS, seeds_index)])
+    human = [q for q in queries if q.human]
+    synthetic = [q for q in queries if not q.human]
+    assert names == RANK_FEATURES
+    assert [q.id for q in human] == [i.id for i in select_part(golden, "tune") if i.answerable]
+    assert all(part_of(q.id) == "tune" for q in human)
+    assert 0 < len(synthetic) <= 15
+    assert len(inspected) == len(human) + len(synthetic)
+    stored = _synthetic_keys(seeds_index)
+    _only_tune(inspected, golden, allowed_extra=stored)
+    for query in queries:
+        assert query.features.shape == (len(query.grades), len(RANK_FEATURES))
+        assert np.isfinite(query.features).all()
+
+
+def _synthetic_keys(index: Path) -> set[tuple]:
+    from rag.index_store import current_version, read_synthetic
+
+    version = current_version(index)
+    return {_key(q.query, ()) for q in read_synthetic(index / "versions" / version)}
+
+
+def test_abstention_fit_writes_a_model_the_service_loads(seeds_index, golden, inspected, tmp_path):
+    out, report = tmp_path / "abstention.json", tmp_path / "fit_abstention.md"
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--out", str(out), "--report", str(report)]
+    assert fit_abstention.main(argv) == 0
+    _only_tune(inspected, golden)
+    model = load_abstention(out)
+    assert model.features == ABSTENTION_FEATURES
+    assert np.isfinite(model.weights).all() and np.isfinite(model.threshold)
+    assert model.training["questions"] == len(select_part(golden, "tune"))
+    assert "tuning parts only" in report.read_text(encoding="utf-8")
+
+
+def test_ranker_fit_writes_a_model_the_service_loads(seeds_index, golden, inspected, tmp_path, monkeypatch):
+    monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 15)
+    out, report = tmp_path / "ranker.json", tmp_path / "fit_ranker.md"
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--out", str(out), "--report", str(report)]
+    assert fit_ranker.main(argv) == 0
+    _only_tune(inspected, golden, allowed_extra=_synthetic_keys(seeds_index))
+    model = load_ranker(out)
+    assert model.features == RANK_FEATURES
+    assert np.isfinite(model.weights).all()
+    assert json.loads(out.read_text(encoding="utf-8"))["training"]["human_queries"] == len(
+        [i for i in select_part(golden, "tune") if i.answerable]
+    )
+
+
+def test_shipped_models_load_with_the_features_the_service_computes(assistant):
+    inspection = assistant.inspect("what does error code 121 mean?", k=5)
+    ranker, abstention = load_ranker(), load_abstention()
+    assert ranker.features == inspection.rank_features == RANK_FEATURES
+    assert abstention.features == inspection.abstention_features == ABSTENTION_FEATURES
+    assert all(len(features) == len(ranker.features) for _, features in inspection.candidates)
+    assert len(inspection.abstention) == len(abstention.features)
+    for name, path in (("ranker", ROOT / "rag" / "ranker.json"), ("abstention", ROOT / "rag" / "abstention.json")):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        assert raw["name"] == name
+        assert LinearModel.load(path, raw["features"]).features == (ranker if name == "ranker" else abstention).features
