@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import html
 import importlib.util
 import io
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from evals.golden import PARTS, load_golden, part_of
-from evals.runner import gate, main
+from evals.runner import SETTINGS_RECORDED, gate, main
+from rag import Settings
 from tests.conftest import KAFKA_DOCS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -412,6 +414,11 @@ def test_committed_baseline_gate_passes_on_kafka_docs_index(kafka_docs_index, tm
         ]
     )
     assert code == 0, capsys.readouterr().out
+
+
+def test_recorded_settings_are_settings_fields():
+    """A renamed or removed setting fails here at once, not at the end of a long eval run."""
+    assert set(SETTINGS_RECORDED) <= {field.name for field in dataclasses.fields(Settings)}
 
 
 def test_malformed_golden_exits_2_naming_file_line_and_field(tmp_path):
