@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag.identifiers import extract_identifiers
 from rag.lexical import tokenize
 from rag.passages import NOT_COVERED, Citation, Passage
 from rag.query import Query
@@ -117,9 +118,9 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     focus = query.focus_identifiers
     scored = []
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
-        terms = frozenset(tokenize(f"{unit.subject} {unit.text}"))
+        terms = frozenset(tokenize(unit.matched_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total
-        named = bool(focus) and any(i in f"{unit.subject} {unit.text}".lower() for i in focus)
+        named = bool(focus & set(extract_identifiers(unit.matched_text))) if focus else False
         score = (
             similarity
             + shape.overlap_weight * overlap

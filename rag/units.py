@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from rag.identifiers import extract_identifiers
 
-UNITS_VERSION = 1
+UNITS_VERSION = 2
 KINDS = ("sentence", "list", "code", "row", "setting")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -67,8 +67,16 @@ class EvidenceUnit:
 
     @property
     def text(self) -> str:
-        """What is embedded and matched."""
+        """The quoted words: the parts, one per line."""
         return "\n".join(self.parts)
+
+    @property
+    def matched_text(self) -> str:
+        """What is embedded and matched: the text, led by its subject when the text does not name it (a
+        setting whose key is only in the section heading), so "default of acks" finds the `acks` unit."""
+        if self.subject and self.subject.lower() not in self.text.lower():
+            return f"{self.subject}: {self.text}"
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,7 @@ def build_units(text: str, heading: str = "") -> list[EvidenceUnit]:
 
 def unit_texts(text: str, section_path: Sequence[str]) -> list[str]:
     """What ingest embeds for a chunk, one string per unit in `build_units` order."""
-    return [u.text for u in build_units(text, section_path[-1] if section_path else "")]
+    return [u.matched_text for u in build_units(text, section_path[-1] if section_path else "")]
 
 
 # ------------------------------------------------------------------------------------------ scanning

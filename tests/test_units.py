@@ -298,7 +298,7 @@ def test_every_part_of_every_unit_is_verbatim_and_in_order(path):
             starts.append(chunk.text.find(unit.parts[0]))
             assert render_unit(unit, 1)
         assert [u.position for u in units] == list(range(len(units)))
-        assert unit_texts(chunk.text, chunk.section_path) == [u.text for u in units]
+        assert unit_texts(chunk.text, chunk.section_path) == [u.matched_text for u in units]
     assert total > 0
 
 
@@ -335,3 +335,12 @@ def test_seed_diagnostic_commands_are_one_code_unit():
         "# Describe share group state and members\n"
         "kafka-share-groups.sh --bootstrap-server localhost:9092 --describe --group <share-group-id>"
     )
+
+
+def test_a_setting_is_embedded_with_the_key_its_heading_gives_it():
+    """A chunk that starts with a setting's description names the key only in its section path."""
+    text = "The number of acknowledgments the producer requires.\n\nType: | string\nDefault: | all\nImportance: | low"
+    (unit,) = [u for u in build_units(text, "acks") if u.kind == "setting"]
+    assert unit.matched_text.startswith("acks: ")
+    assert "acks" not in unit.text  # quoted verbatim: the key is added to what is matched, not to the quote
+    assert unit_texts(text, ("Producer config", "acks")) == [u.matched_text for u in build_units(text, "acks")]
