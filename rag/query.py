@@ -58,6 +58,8 @@ _FLAGS = re.compile(r"(?:^|\s)--?[a-z][\w-]*")
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
 )
+# A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …".
+_ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:(]")
 _FIX_REQUEST = re.compile(
     r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with|why|wrong|fail\w*|"
     r"broken|stuck|keeps?|cannot|can't|unable|won't|doesn't|not working)\b",
@@ -104,9 +106,9 @@ def line_place(line: str) -> str:
     head = line[:MAX_LINE_CHARS]
     if _COMMAND_LINE.match(head) or (len(_FLAGS.findall(head)) >= 2 and not _ERROR_CALL.search(head)):
         return "command"
-    if _ERROR_CALL.search(head) or _LOG_SHAPE.search(head):
+    if _LOG_SHAPE.search(head) or _ERROR_MESSAGE.match(head):
         return "error"
-    return "question"
+    return "question"  # the user's own words, even when they name an error
 
 
 def parse_query(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 SYNTHETIC_VERSION = 1
 _ERROR_ROW = re.compile(r"^([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+) \| (-?\d{1,4}) \| \w+ \| ([^|\n]{12,})$", re.M)
 _DEFAULT_ROW = re.compile(r"^Default: \| ", re.M)
-_FIRST_SENTENCE = re.compile(r"^(.{20,200}?[a-z0-9)])\.(?:\s|$)", re.S)
+_FIRST_SENTENCE = re.compile(r"^(.{20,200}?[a-z0-9)'\"`])\.(?:\s|$)", re.S)
 
 
 @dataclass(frozen=True)

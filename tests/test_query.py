@@ -399,11 +399,6 @@ def test_names_come_from_the_users_own_words_not_the_paste():
     assert "Producer" not in query.names and "NetworkClient" not in query.names
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="line_place calls any line holding an UPPER_SNAKE word an error line, so the user's own sentence "
-    "around an error name gives no names (Debezium is never weighed as a product the corpus may not know)",
-)
 def test_names_of_a_prose_line_that_mentions_an_error_name():
     query = parse_query("We use Debezium and see INVALID_RECORD_STATE on the share consumer, why?")
     assert "invalid_record_state" in query.focus_identifiers

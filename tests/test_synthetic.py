@@ -54,11 +54,6 @@ def test_which_setting_question_never_names_the_setting():
             assert "acks" not in query.query.split()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_FIRST_SENTENCE needs [a-z0-9)] before the period, so a sentence ending in a quote ('all'.) runs on "
-    "into the next one (the real acks chunk of producer_config.html)",
-)
 def test_which_setting_takes_one_sentence_when_it_ends_in_a_quote():
     text = (
         "Note that enabling idempotence requires this config value to be 'all'. If conflicting configurations "
