@@ -109,60 +109,20 @@ def model_identity(embedder: Embedder) -> ModelIdentity:
     return ModelIdentity(name=embedder.name, dimension=embedder.dimension, fingerprint=digest)
 
 
-class QueryBatcher:
-    """Encodes concurrent single queries together, for throughput under load.
-
-    A caller that finds no encode running takes every query waiting and encodes them as one batch;
-    callers arriving meanwhile wait for the next batch. One caller alone never waits, so a quiet
-    service pays nothing; sixteen at once share a few batched calls instead of sixteen.
+class QueryEncoder:
+    """Encodes questions one at a time, so a question's vector never depends on which other questions
+    arrived with it: padding a shared batch moves the last digits, enough to flip a near tie in ranking
+    or unit selection (the same question must get the same answer under load). Concurrent callers queue
+    on the lock; a question takes a few milliseconds on one thread.
     """
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
-        self._ready = threading.Condition()
-        self._waiting: list[_Slot] = []
-        self._encoding = False
+        self._lock = threading.Lock()
 
     def encode(self, text: str) -> np.ndarray:
-        slot = _Slot(text)
-        with self._ready:
-            self._waiting.append(slot)
-            while not slot.done:
-                if self._encoding:
-                    self._ready.wait()
-                    continue
-                batch, self._waiting, self._encoding = self._waiting, [], True
-                self._ready.release()
-                try:
-                    _encode_batch(self._embedder, batch)
-                finally:
-                    self._ready.acquire()
-                    self._encoding = False
-                    self._ready.notify_all()
-        if slot.error is not None:
-            raise slot.error
-        assert slot.vector is not None
-        return slot.vector
-
-
-@dataclass
-class _Slot:
-    text: str
-    vector: np.ndarray | None = None
-    error: BaseException | None = None
-    done: bool = False
-
-
-def _encode_batch(embedder: Embedder, batch: list[_Slot]) -> None:
-    try:
-        vectors = embedder.encode([slot.text for slot in batch])
-        for slot, vector in zip(batch, vectors, strict=True):
-            slot.vector = vector
-    except Exception as exc:  # every waiting caller gets the error, not a hang
-        for slot in batch:
-            slot.error = exc
-    for slot in batch:
-        slot.done = True
+        with self._lock:
+            return self._embedder.encode([text])[0]
 
 
 _CACHE: dict[str, SentenceTransformerEmbedder] = {}
