@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.chunking import lexical_text
-from rag.embedding import Embedder, QueryBatcher
+from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
 from rag.identifiers import extract_identifiers
 from rag.index_store import LoadedIndex
@@ -83,7 +83,7 @@ class CandidatePool:
 class Retriever:
     def __init__(self, index: LoadedIndex, embedder: Embedder) -> None:
         self.index = index
-        self._queries = QueryBatcher(embedder)
+        self._queries = QueryEncoder(embedder)
         columns = index.chunks
         self._rows = columns.to_pylist()
         self._identifiers = [frozenset(ids) for ids in columns.column("identifiers").to_pylist()]
@@ -99,6 +99,12 @@ class Retriever:
         self._heading_df: Counter[str] = Counter(t for terms in self._heading_terms for t in set(terms))
         self._heading_avg = sum(len(t) for t in self._heading_terms) / max(len(self._rows), 1)
         self._defined = [_defined_identifiers(r["section_path"], r["text"]) for r in self._rows]
+        # Every evidence unit's vector in one matrix, with the chunk row it belongs to.
+        sizes = [len(u) for u in index.unit_vectors]
+        self._unit_rows = np.repeat(np.arange(len(sizes)), sizes)
+        self._unit_matrix = (
+            np.vstack([u for u in index.unit_vectors if len(u)]) if sum(sizes) else np.zeros((0, 1), np.float32)
+        )
         doc_length: dict[str, int] = {}
         for r in self._rows:
             doc_length[r["doc_id"]] = max(doc_length.get(r["doc_id"], 0), int(r["end"]))
@@ -137,12 +143,13 @@ class Retriever:
         started = time.perf_counter()
         wanted = {i.name for i in query.identifiers}
         matched = self._identifier_matches(wanted) if mode == "hybrid" else {}
-        rows = list(dict.fromkeys([*dense_order, *lexical_order, *matched]))
+        unit_order = self._unit_order(query_vector, depth) if mode == "hybrid" else []
+        rows = list(dict.fromkeys([*dense_order, *lexical_order, *matched, *unit_order]))
         dense_scores = self.index.vectors[rows] @ query_vector if rows else np.zeros(0, np.float32)
         dense_of = dict(zip(rows, dense_scores.tolist(), strict=True))
         unit_scores = {row: self.index.unit_vectors[row] @ query_vector for row in rows}
         best_unit = {row: float(s.max()) if len(s) else dense_of[row] for row, s in unit_scores.items()}
-        first = self._first_stage(mode, dense_order, lexical_order, matched, dense_of, best_unit, lexical, stage)
+        first = self._first_stage(mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage)
         order = sorted(first, key=lambda row: (-first[row], row))
         evidence = self._query_evidence(query)
         features = self._features(query, mode, order, lexical, dense_of, best_unit, first, evidence, stage)
@@ -162,7 +169,17 @@ class Retriever:
         timings["features"] = elapsed_ms(started)
         return CandidatePool(query, mode, candidates, evidence, timings)
 
-    def _first_stage(self, mode, dense_order, lexical_order, matched, dense_of, best_unit, lexical, stage):
+    def _unit_order(self, query_vector: np.ndarray, depth: int) -> list[int]:
+        """Chunks by their best evidence unit over the whole corpus: finds the one sentence or row that
+        answers a question whose words the chunk as a whole does not share ("shrink" vs "reducing")."""
+        if not len(self._unit_rows):
+            return []
+        scores = self._unit_matrix @ query_vector
+        top = np.argpartition(-scores, min(depth * 3, len(scores) - 1))[: depth * 3]
+        ordered = top[np.argsort(-scores[top], kind="stable")]
+        return list(dict.fromkeys(int(self._unit_rows[i]) for i in ordered))[:depth]
+
+    def _first_stage(self, mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage):
         if mode == "dense":
             return {row: float(dense_of[row]) for row in dense_order}
         if mode == "bm25":
@@ -177,7 +194,7 @@ class Retriever:
         add(lexical_order, stage.bm25)
         strength = {row: sum(self._identifier_idf.get(i, 1.0) for i in ids) for row, ids in matched.items()}
         add(sorted(strength, key=lambda row: (-strength[row], -dense_of[row], row)), stage.identifier)
-        add(sorted(best_unit, key=lambda row: (-best_unit[row], row)), stage.sentence)
+        add(unit_order, stage.sentence)
         return fused
 
     def _features(
