@@ -27,13 +27,15 @@ from sklearn.model_selection import GroupKFold
 
 from evals.golden import load_golden, select_part
 from evals.metrics import grade
-from rag import Assistant, LinearModel, Settings, data_hash, model_paths
+from rag import RANK_FEATURES, Assistant, LinearModel, Settings, data_hash, model_paths
 
-SYNTHETIC_WEIGHT = 0.3  # synthetic queries copy the corpus's words; human questions weigh more
+# Synthetic queries copy the corpus's words, so they weigh less than human questions; how much less is chosen by CV.
+SYNTHETIC_WEIGHTS = (0.1, 0.3, 1.0)
 SYNTHETIC_PER_INDEX = 400
 CANDIDATES = 40
-REGULARISATION = (0.01, 0.1, 1.0, 10.0)
+REGULARISATION = (0.01, 0.1, 1.0)
 FOLDS = 5
+FIRST_STAGE = RANK_FEATURES.index("rrf")
 REPORT = Path("evals/reports/fit_ranker.md")
 
 
@@ -72,13 +74,13 @@ def _query(group: str, item_id: str, inspection, grades: list[int], human: bool)
     return Query(group, item_id, features.reshape(len(grades), -1), np.asarray(grades), human)
 
 
-def pairs(queries: Sequence[Query]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairwise transform: x_better - x_worse labelled 1, and its mirror labelled 0."""
+def pairs(queries: Sequence[Query], synthetic_weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairwise transform: x_evidence - x_other labelled 1, and its mirror labelled 0."""
     rows, labels, weights = [], [], []
     for query in queries:
-        weight = 1.0 if query.human else SYNTHETIC_WEIGHT
-        for better in np.flatnonzero(query.grades > 0):
-            for worse in np.flatnonzero(query.grades < query.grades[better]):
+        weight = 1.0 if query.human else synthetic_weight
+        for better in np.flatnonzero(query.grades == 2):
+            for worse in np.flatnonzero(query.grades < 2):
                 difference = query.features[better] - query.features[worse]
                 rows += [difference, -difference]
                 labels += [1, 0]
@@ -87,8 +89,10 @@ def pairs(queries: Sequence[Query]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return np.asarray(rows).reshape(-1, width), np.asarray(labels), np.asarray(weights)
 
 
-def fit(queries: Sequence[Query], names: tuple[str, ...], regularisation: float, mean, scale) -> LinearModel:
-    x, y, w = pairs([q for q in queries if len(q.grades)])
+def fit(queries: Sequence[Query], names: tuple[str, ...], setting: tuple[float, float], mean, scale) -> LinearModel:
+    """A linear ranker for one (regularisation C, synthetic weight) setting."""
+    regularisation, synthetic_weight = setting
+    x, y, w = pairs([q for q in queries if len(q.grades)], synthetic_weight)
     model = LogisticRegression(C=regularisation, fit_intercept=False, max_iter=2000)
     model.fit(x / scale, y, sample_weight=w)
     return LinearModel(
@@ -101,14 +105,13 @@ def fit(queries: Sequence[Query], names: tuple[str, ...], regularisation: float,
 
 
 def ranking_metrics(queries: Sequence[Query], model: LinearModel | None) -> dict[str, float]:
-    """hit@1 and MRR@10 of `model`'s order (None: the first stage's order) over queries with evidence."""
+    """hit@1 and MRR@10 of `model`'s order (None: the first stage's RRF order) over queries with evidence."""
     hits, reciprocal = [], []
     for query in queries:
         if not (query.grades == 2).any():
             continue  # the evidence is not among the candidates: no order can find it
-        order = (
-            np.arange(len(query.grades)) if model is None else np.argsort(-model.scores(query.features), kind="stable")
-        )
+        scores = query.features[:, FIRST_STAGE] if model is None else model.scores(query.features)
+        order = np.argsort(-scores, kind="stable")
         ranks = [rank for rank, index in enumerate(order[:10], start=1) if query.grades[index] == 2]
         hits.append(1.0 if ranks and ranks[0] == 1 else 0.0)
         reciprocal.append(1.0 / ranks[0] if ranks else 0.0)
@@ -116,7 +119,7 @@ def ranking_metrics(queries: Sequence[Query], model: LinearModel | None) -> dict
             "queries": len(hits)}  # fmt: skip
 
 
-def cross_validate(queries: Sequence[Query], names, regularisation: float) -> dict[str, float]:
+def cross_validate(queries: Sequence[Query], names, setting: tuple[float, float]) -> dict[str, float]:
     """Grouped CV: each human question is scored by a model fitted without it (synthetic always in)."""
     human = [q for q in queries if q.human]
     synthetic = [q for q in queries if not q.human]
@@ -125,7 +128,7 @@ def cross_validate(queries: Sequence[Query], names, regularisation: float) -> di
     for train, test in folds.split(human, groups=[q.id for q in human]):
         training = [human[i] for i in train] + synthetic
         mean, scale = _standardisation(training)
-        model = fit(training, names, regularisation, mean, scale)
+        model = fit(training, names, setting, mean, scale)
         held_out += [(human[i], model) for i in test]
     hits, reciprocal = [], []
     for query, model in held_out:
@@ -151,8 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     queries, names = collect([tuple(s) for s in args.set])
     human = [q for q in queries if q.human]
-    table = {c: cross_validate(queries, names, c) for c in REGULARISATION}
-    best = max(REGULARISATION, key=lambda c: (table[c]["hit@1"], table[c]["mrr@10"]))
+    settings = [(c, w) for c in REGULARISATION for w in SYNTHETIC_WEIGHTS]
+    table = {setting: cross_validate(queries, names, setting) for setting in settings}
+    best = max(settings, key=lambda s: (table[s]["hit@1"], table[s]["mrr@10"]))
     mean, scale = _standardisation(queries)
     model = fit(queries, names, best, mean, scale)
     first_stage = ranking_metrics(human, None)
@@ -160,8 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "data": _data_hash(queries),
         "human_queries": len(human),
         "synthetic_queries": len(queries) - len(human),
-        "synthetic_weight": SYNTHETIC_WEIGHT,
-        "C": best,
+        "C": best[0],
+        "synthetic_weight": best[1],
         "cv": table[best],
         "first_stage": first_stage,
         "sets": [str(s[0]) for s in args.set],
@@ -171,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _report(args.report, names, model, table, best, first_stage, human)
     cv = table[best]
     print(
-        f"ranker: C={best}, cross-validated hit@1 {cv['hit@1']:.3f} mrr@10 {cv['mrr@10']:.3f} (first stage "
+        f"ranker: C={best[0]}, synthetic weight {best[1]}, cross-validated hit@1 {cv['hit@1']:.3f} "
+        f"mrr@10 {cv['mrr@10']:.3f} (first stage "
         f"{first_stage['hit@1']:.3f} / {first_stage['mrr@10']:.3f}); wrote {args.out}, {args.report}"
     )
     return 0
@@ -187,11 +192,12 @@ def _report(path: Path, names, model: LinearModel, table, best, first_stage, hum
         "",
         f"Human tuning questions: {len(human)}; with their evidence among the candidates: {first_stage['queries']}.",
         "",
-        "| C | cross-validated hit@1 | mrr@10 |",
-        "|---|---|---|",
-        *(f"| {c} | {m['hit@1']:.3f} | {m['mrr@10']:.3f} |" for c, m in table.items()),
+        "| C | synthetic weight | cross-validated hit@1 | mrr@10 |",
+        "|---|---|---|---|",
+        *(f"| {c} | {w} | {m['hit@1']:.3f} | {m['mrr@10']:.3f} |" for (c, w), m in table.items()),
         "",
-        f"Chosen C = {best}. First-stage (RRF) order on the same questions: hit@1 {first_stage['hit@1']:.3f}, "
+        f"Chosen C = {best[0]}, synthetic weight {best[1]}. First-stage (RRF) order on the same questions: "
+        f"hit@1 {first_stage['hit@1']:.3f}, "
         f"mrr@10 {first_stage['mrr@10']:.3f}.",
         "",
         "| feature | weight (standardised) |",

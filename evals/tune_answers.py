@@ -23,8 +23,8 @@ from rag import Assistant, Settings
 
 MAX_MEDIAN_CHARS = 900  # facts count only in concise answers
 GRID: dict[str, tuple[float, ...]] = {
-    "max_units_fact": (1, 2, 3),
-    "max_units_troubleshoot": (2, 3, 4, 5),
+    "max_units_fact": (1, 2, 3, 4, 5),
+    "max_units_troubleshoot": (2, 3, 4, 5, 6),
     "unit_relative_cutoff": (0.05, 0.1, 0.15, 0.25, 0.4),
     "unit_min_novelty": (0.2, 0.35, 0.5, 0.7),
     "unit_overlap_weight": (0.0, 0.15, 0.3, 0.6),

@@ -94,8 +94,6 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
             break
         if unit is lead or any(float(unit.vector @ other.vector) > NEAR_DUPLICATE for other in chosen):
             continue
-        if query.intent == "fact" and unit.candidate_index != lead.candidate_index:
-            continue  # a fact is stated by its passage; other passages' sentences only dilute it
         new_terms = unit.terms - seen_terms
         if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
             continue  # adds no fact the answer does not already state
