@@ -17,11 +17,12 @@ from rag.errors import (
 )
 from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
 from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
-from rag.ranking import LinearModel, data_hash, model_paths
+from rag.ranking import RANK_FEATURES, LinearModel, data_hash, model_paths
 from rag.service import Assistant
 from rag.settings import ANSWERERS, RETRIEVAL_MODES, Settings
 
 __all__ = [
+    "RANK_FEATURES",
     "ANSWERERS",
     "RETRIEVAL_MODES",
     "Answer",

@@ -50,13 +50,13 @@ class Settings:
 
     # answering (chosen on the tuning parts by evals/tune_answers.py; abstention is data: rag/abstention.json)
     answerer: str = "extractive"  # extractive | llm
-    max_units_fact: int = 2  # evidence units in the answer to a question that asks for a fact
-    max_units_troubleshoot: int = 4  # ... to one that reports an error or asks for a fix
-    unit_relative_cutoff: float = 0.15  # units this far below the lead unit's score are left out
-    unit_min_novelty: float = 0.5  # share of new content words a following unit must bring
-    unit_overlap_weight: float = 0.3
-    unit_identifier_weight: float = 0.1
-    unit_rank_weight: float = 0.15
+    max_units_fact: int = 5  # evidence units in the answer to a question that asks for a fact
+    max_units_troubleshoot: int = 5  # ... to one that reports an error or asks for a fix
+    unit_relative_cutoff: float = 0.4  # units this far below the lead unit's score are left out
+    unit_min_novelty: float = 0.2  # share of new content words a following unit must bring
+    unit_overlap_weight: float = 0.0
+    unit_identifier_weight: float = 0.0
+    unit_rank_weight: float = 0.3
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
     query_threads: int = 1  # torch threads when serving: concurrent requests beat intra-op threads on few cores
     llm_provider: str = "openai"  # openai | ollama
