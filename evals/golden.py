@@ -24,9 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rag.chunking import document_text
-from rag.documents import load_document
-from rag.errors import GoldenFileError, LoaderError
+from rag import GoldenFileError, LoaderError, extracted_text
 
 ROLES = ("user", "assistant")
 PARTS = ("tune", "test")
@@ -177,7 +175,7 @@ def _source_text(path: str, number: int, corpus_root: Path, source: str) -> str:
     if not file.is_file():
         _fail(path, number, "sources", f"'{source}' is not a file under {corpus_root}")
     try:
-        document = load_document(file.read_bytes(), source)
+        text = extracted_text(file.read_bytes(), source)
     except LoaderError as exc:
         _fail(path, number, "sources", f"'{source}' cannot be loaded ({exc.reason}); name a file the ingest reads")
-    return normalise(f"{document.title}\n\n{document_text(document)}")
+    return normalise(text)

@@ -13,8 +13,10 @@ from rag.errors import (
     IndexStoreError,
     IngestError,
     KafkaRagError,
+    LoaderError,
     QuestionError,
 )
+from rag.chunking import extracted_text
 from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
 from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
 from rag.ranking import RANK_FEATURES, LinearModel, data_hash, model_paths
@@ -39,6 +41,7 @@ __all__ = [
     "IngestError",
     "KafkaRagError",
     "LinearModel",
+    "LoaderError",
     "Passage",
     "QuestionError",
     "SearchResult",
@@ -47,6 +50,7 @@ __all__ = [
     "check_writable",
     "data_hash",
     "export_thumbs_down",
+    "extracted_text",
     "feedback_record",
     "model_paths",
 ]

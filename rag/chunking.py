@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from rag.documents import Document, Section
+from rag.documents import Document, Section, load_document
 from rag.identifiers import extract_identifiers
 
 CHUNKER_NAME = "structure-aware"
@@ -54,6 +54,12 @@ def lexical_text(section_path: Sequence[str], text: str) -> str:
 def document_text(document: Document) -> str:
     """The document as one string (headings as lines); chunk offsets index into it."""
     return "\n\n".join(_section_block(section) for section in document.sections)
+
+
+def extracted_text(data: bytes, source_path: str) -> str:
+    """A file's title and text as the loaders extract them (what the chunks hold); raises `LoaderError`."""
+    document = load_document(data, source_path)
+    return f"{document.title}\n\n{document_text(document)}"
 
 
 def chunk_document(document: Document, chunk_size: int, overlap: int) -> list[Chunk]:
