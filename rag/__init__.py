@@ -3,6 +3,7 @@
 The public API, the only names adapters (CLI, web UI, Slack, evals) import:
 """
 
+from rag.chunking import extracted_text
 from rag.errors import (
     ConfigurationError,
     EvalError,
@@ -16,7 +17,6 @@ from rag.errors import (
     LoaderError,
     QuestionError,
 )
-from rag.chunking import extracted_text
 from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
 from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
 from rag.ranking import RANK_FEATURES, LinearModel, data_hash, model_paths
