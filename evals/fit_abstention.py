@@ -23,7 +23,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
-from evals.golden import load_golden, select_part
+from evals.golden import add_set_argument, load_golden, select_part
 from rag import Assistant, LinearModel, Settings, data_hash, model_paths
 
 MAX_OVER_ABSTENTION = 0.02  # below the 0.03 target: the test part's questions are new to the fit
@@ -81,8 +81,7 @@ def _fit(x: np.ndarray, y: np.ndarray, regularisation: float, names: Sequence[st
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", nargs=3, action="append", required=True, metavar=("GOLDEN", "CORPUS", "INDEX"),
-                        type=Path, help="a golden file, its corpus root and an index of that corpus")  # fmt: skip
+    add_set_argument(parser)
     parser.add_argument("--out", type=Path, default=model_paths()["abstention"], help="model file to write")
     parser.add_argument("--report", type=Path, default=REPORT)
     args = parser.parse_args(argv)

@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
-from evals.golden import load_golden, select_part
+from evals.golden import add_set_argument, load_golden, select_part
 from evals.metrics import grade
 from rag import RANK_FEATURES, Assistant, LinearModel, Settings, data_hash, model_paths
 
@@ -147,8 +147,7 @@ def _standardisation(queries: Sequence[Query]) -> tuple[np.ndarray, np.ndarray]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", nargs=3, action="append", required=True, metavar=("GOLDEN", "CORPUS", "INDEX"),
-                        type=Path, help="a golden file, its corpus root and an index of that corpus")  # fmt: skip
+    add_set_argument(parser)
     parser.add_argument("--out", type=Path, default=model_paths()["ranker"], help="model file to write")
     parser.add_argument("--report", type=Path, default=REPORT)
     args = parser.parse_args(argv)

@@ -17,6 +17,7 @@ thresholds are fitted on `select_part(items, "tune")` only, and the README quote
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 from collections.abc import Iterable
@@ -59,6 +60,19 @@ def select_part(items: Iterable[GoldenItem], part: str) -> list[GoldenItem]:
     if part not in PARTS:
         raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     return [item for item in items if item.part == part]
+
+
+def add_set_argument(parser: argparse.ArgumentParser) -> None:
+    """`--set GOLDEN CORPUS INDEX`, repeatable: the fit and tuning scripts' inputs."""
+    parser.add_argument(
+        "--set",
+        nargs=3,
+        action="append",
+        required=True,
+        type=Path,
+        metavar=("GOLDEN", "CORPUS", "INDEX"),
+        help="a golden file, its corpus root and an index of that corpus (repeat for several corpora)",
+    )
 
 
 def normalise(text: str) -> str:

@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from evals.golden import GoldenItem, load_golden, select_part
+from evals.golden import GoldenItem, add_set_argument, load_golden, select_part
 from evals.metrics import facts_found
 from rag import Assistant, Settings
 
@@ -52,8 +52,7 @@ def score(assistants: Sequence[tuple[Assistant, list[GoldenItem]]], values: dict
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", nargs=3, action="append", required=True, metavar=("GOLDEN", "CORPUS", "INDEX"),
-                        type=Path, help="a golden file, its corpus root and an index of that corpus")  # fmt: skip
+    add_set_argument(parser)
     parser.add_argument("--report", type=Path, default=REPORT)
     args = parser.parse_args(argv)
     assistants = []

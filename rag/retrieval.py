@@ -23,7 +23,7 @@ from rag.lexical import bm25_scores, tokenize
 from rag.passages import Passage
 from rag.query import Query
 from rag.ranking import RANK_FEATURES
-from rag.settings import RETRIEVAL_MODES
+from rag.settings import RETRIEVAL_MODES, Settings
 
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
@@ -40,6 +40,17 @@ class FirstStage:
     bm25: float
     identifier: float
     sentence: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FirstStage:
+        return cls(
+            candidates=settings.candidates,
+            rrf_k=settings.rrf_k,
+            dense=settings.dense_weight,
+            bm25=settings.bm25_weight,
+            identifier=settings.identifier_weight,
+            sentence=settings.sentence_weight,
+        )
 
 
 @dataclass(frozen=True)

@@ -78,14 +78,7 @@ class Assistant:
         self._retriever = retriever
         self._ranker = ranker or load_ranker()
         self._abstention = abstention or load_abstention()
-        self._first_stage = FirstStage(
-            candidates=settings.candidates,
-            rrf_k=settings.rrf_k,
-            dense=settings.dense_weight,
-            bm25=settings.bm25_weight,
-            identifier=settings.identifier_weight,
-            sentence=settings.sentence_weight,
-        )
+        self._first_stage = FirstStage.from_settings(settings)
         self._shape = AnswerShape(
             max_units_fact=settings.max_units_fact,
             max_units_troubleshoot=settings.max_units_troubleshoot,

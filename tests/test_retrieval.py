@@ -39,14 +39,7 @@ def retriever(assistant) -> Retriever:
 
 @pytest.fixture(scope="module")
 def stage(settings) -> FirstStage:
-    return FirstStage(
-        candidates=settings.candidates,
-        rrf_k=settings.rrf_k,
-        dense=settings.dense_weight,
-        bm25=settings.bm25_weight,
-        identifier=settings.identifier_weight,
-        sentence=settings.sentence_weight,
-    )
+    return FirstStage.from_settings(settings)
 
 
 def _top(pool, k=5):
