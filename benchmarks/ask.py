@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/ask.py [--index index] [--golden evals/golden.jsonl] [--rounds 3]
 
-Target (issue 3): p50 <= 25 ms and p95 <= 60 ms on 2 cores, extractive answerer, hybrid retrieval.
+Targets: p50 <= 30 ms (issue 17: the learned ranking and evidence units may not cost more; issue 3 asked 25) and
+p95 <= 60 ms on 2 cores, extractive answerer, hybrid retrieval.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def main() -> None:
         )
     p50, p95 = percentile(totals, 0.5), percentile(totals, 0.95)
     print(
-        f"\ntotal p50 {p50:.1f} ms (target <= 25: {'met' if p50 <= 25 else 'NOT met'}), "
+        f"\ntotal p50 {p50:.1f} ms (target <= 30: {'met' if p50 <= 30 else 'NOT met'}), "
         f"p95 {p95:.1f} ms (target <= 60: {'met' if p95 <= 60 else 'NOT met'})"
     )
 
