@@ -23,6 +23,7 @@ from rag.passages import NOT_COVERED, Citation, Passage
 from rag.query import Query
 from rag.ranking import Ranked
 from rag.retrieval import Candidate
+from rag.settings import Settings
 from rag.units import EvidenceUnit, build_units, render_unit
 
 
@@ -38,6 +39,18 @@ class AnswerShape:
     identifier_weight: float  # a unit that names an identifier the question is about
     rank_weight: float  # prior for units of higher-ranked passages
     max_chars: int = 1200  # stop adding units past this many characters
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AnswerShape:
+        return cls(
+            max_units_fact=settings.max_units_fact,
+            max_units_troubleshoot=settings.max_units_troubleshoot,
+            relative_cutoff=settings.unit_relative_cutoff,
+            min_novelty=settings.unit_min_novelty,
+            overlap_weight=settings.unit_overlap_weight,
+            identifier_weight=settings.unit_identifier_weight,
+            rank_weight=settings.unit_rank_weight,
+        )
 
 
 @dataclass(frozen=True)

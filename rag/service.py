@@ -79,15 +79,7 @@ class Assistant:
         self._ranker = ranker or load_ranker()
         self._abstention = abstention or load_abstention()
         self._first_stage = FirstStage.from_settings(settings)
-        self._shape = AnswerShape(
-            max_units_fact=settings.max_units_fact,
-            max_units_troubleshoot=settings.max_units_troubleshoot,
-            relative_cutoff=settings.unit_relative_cutoff,
-            min_novelty=settings.unit_min_novelty,
-            overlap_weight=settings.unit_overlap_weight,
-            identifier_weight=settings.unit_identifier_weight,
-            rank_weight=settings.unit_rank_weight,
-        )
+        self._shape = AnswerShape.from_settings(settings)
         self._llm = None
 
     @classmethod

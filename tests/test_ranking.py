@@ -209,9 +209,9 @@ def test_k_cuts_the_list():
     assert len(ranked.scores) == 2
 
 
-def test_per_section_cap_makes_room_for_other_sections():
+def _three_in_one_section_and_one_other():
     same = ("Doc", "Same section")
-    pool = make_pool(
+    return make_pool(
         [
             make_candidate("s1", section=same, features={"rrf": 0.9}),
             make_candidate("s2", section=same, features={"rrf": 0.8}),
@@ -219,6 +219,10 @@ def test_per_section_cap_makes_room_for_other_sections():
             make_candidate("o1", section=("Doc", "Other"), features={"rrf": 0.1}),
         ]
     )
+
+
+def test_per_section_cap_makes_room_for_other_sections():
+    pool = _three_in_one_section_and_one_other()
     ranked = rank(pool, k=3, max_per_section=2, model=one_feature_model("rrf"))
     assert _ids(ranked) == ["s1", "s2", "o1"]
 
@@ -235,15 +239,7 @@ def test_same_heading_in_another_file_is_another_section():
 
 
 def test_overflow_fills_a_short_list_in_score_order():
-    same = ("Doc", "Same section")
-    pool = make_pool(
-        [
-            make_candidate("s1", section=same, features={"rrf": 0.9}),
-            make_candidate("s2", section=same, features={"rrf": 0.8}),
-            make_candidate("s3", section=same, features={"rrf": 0.7}),
-            make_candidate("o1", section=("Doc", "Other"), features={"rrf": 0.1}),
-        ]
-    )
+    pool = _three_in_one_section_and_one_other()
     ranked = rank(pool, k=4, max_per_section=1, model=one_feature_model("rrf"))
     assert _ids(ranked) == ["s1", "o1", "s2", "s3"]
     assert ranked.scores == pytest.approx((0.9, 0.1, 0.8, 0.7))
