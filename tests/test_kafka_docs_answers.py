@@ -129,8 +129,16 @@ def test_share_group_cli_is_not_documented_so_it_abstains(docs):
 @pytest.mark.parametrize(
     "question",
     [
-        "Translate this error into German: org.apache.kafka.common.errors.TimeoutException: Topic orders not "
-        "present in metadata after 60000 ms.",
+        pytest.param(
+            "Translate this error into German: org.apache.kafka.common.errors.TimeoutException: Topic orders not "
+            "present in metadata after 60000 ms.",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="known miss: the pasted exception is covered (a top passage carries TimeoutException), so "
+                "the request around it looks like a question about it; nothing in the retrieval features sees "
+                "that the user asks for a translation",
+            ),
+        ),
         pytest.param(
             "How do I set up compatibility modes in Confluent Schema Registry?",
             marks=pytest.mark.xfail(
