@@ -113,8 +113,10 @@ class Retriever:
         # Every evidence unit's vector in one matrix, with the chunk row it belongs to.
         sizes = [len(u) for u in index.unit_vectors]
         self._unit_rows = np.repeat(np.arange(len(sizes)), sizes)
-        self._unit_matrix = (
-            np.vstack([u for u in index.unit_vectors if len(u)]) if sum(sizes) else np.zeros((0, 1), np.float32)
+        self._unit_offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        dimension = index.vectors.shape[1] if index.vectors.ndim == 2 else 0
+        self._unit_matrix = np.vstack(
+            [np.zeros((0, dimension), np.float32), *(u for u in index.unit_vectors if len(u))]
         )
         doc_length: dict[str, int] = {}
         for r in self._rows:
@@ -154,11 +156,13 @@ class Retriever:
         started = time.perf_counter()
         wanted = {i.name for i in query.identifiers}
         matched = self._identifier_matches(wanted) if mode == "hybrid" else {}
-        unit_order = self._unit_order(query_vector, depth) if mode == "hybrid" else []
+        all_units = self._unit_matrix @ query_vector  # every evidence unit's cosine, once
+        unit_order = self._unit_order(all_units, depth) if mode == "hybrid" else []
         rows = list(dict.fromkeys([*dense_order, *lexical_order, *matched, *unit_order]))
         dense_scores = self.index.vectors[rows] @ query_vector if rows else np.zeros(0, np.float32)
         dense_of = dict(zip(rows, dense_scores.tolist(), strict=True))
-        unit_scores = {row: self.index.unit_vectors[row] @ query_vector for row in rows}
+        offsets = self._unit_offsets
+        unit_scores = {row: all_units[offsets[row] : offsets[row + 1]] for row in rows}
         best_unit = {row: float(s.max()) if len(s) else dense_of[row] for row, s in unit_scores.items()}
         first = self._first_stage(mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage)
         order = sorted(first, key=lambda row: (-first[row], row))
@@ -180,12 +184,11 @@ class Retriever:
         timings["features"] = elapsed_ms(started)
         return CandidatePool(query, mode, candidates, evidence, timings)
 
-    def _unit_order(self, query_vector: np.ndarray, depth: int) -> list[int]:
+    def _unit_order(self, scores: np.ndarray, depth: int) -> list[int]:
         """Chunks by their best evidence unit over the whole corpus: finds the one sentence or row that
         answers a question whose words the chunk as a whole does not share ("shrink" vs "reducing")."""
-        if not len(self._unit_rows):
+        if not len(scores):
             return []
-        scores = self._unit_matrix @ query_vector
         top = np.argpartition(-scores, min(depth * 3, len(scores) - 1))[: depth * 3]
         ordered = top[np.argsort(-scores[top], kind="stable")]
         return list(dict.fromkeys(int(self._unit_rows[i]) for i in ordered))[:depth]
