@@ -106,9 +106,10 @@ class Retriever:
         self._identifier_idf = {i: math.log(1 + len(self._rows) / n) for i, n in identifier_counts.items()}
         self._row_terms = [frozenset(tokenize(lexical_text(r["section_path"], r["text"]))) for r in self._rows]
         self._token_df: Counter[str] = Counter(t for terms in self._row_terms for t in terms)
-        self._heading_terms = [tokenize(" ".join(r["section_path"])) for r in self._rows]
-        self._heading_df: Counter[str] = Counter(t for terms in self._heading_terms for t in set(terms))
-        self._heading_avg = sum(len(t) for t in self._heading_terms) / max(len(self._rows), 1)
+        # The heading field (title + section path): term counts per row, document frequencies, mean length.
+        self._heading_counts = [Counter(tokenize(" ".join(r["section_path"]))) for r in self._rows]
+        self._heading_df: Counter[str] = Counter(t for counts in self._heading_counts for t in counts)
+        self._heading_avg = sum(c.total() for c in self._heading_counts) / max(len(self._rows), 1)
         self._defined = [_defined_identifiers(r["section_path"], r["text"]) for r in self._rows]
         # Every evidence unit's vector in one matrix, with the chunk row it belongs to.
         sizes = [len(u) for u in index.unit_vectors]
@@ -167,7 +168,10 @@ class Retriever:
         first = self._first_stage(mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage)
         order = sorted(first, key=lambda row: (-first[row], row))
         evidence = self._query_evidence(query)
-        features = self._features(query, mode, order, lexical, dense_of, best_unit, first, evidence, stage)
+        matched_terms = {row: self._row_terms[row] & evidence.term_weights.keys() for row in order}
+        features = self._features(
+            query, mode, order, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
+        )
         candidates = tuple(
             Candidate(
                 passage=self.passage(row, first[row]),
@@ -176,7 +180,7 @@ class Retriever:
                 dense=dense_of[row],
                 unit_scores=unit_scores[row],
                 unit_vectors=self.index.unit_vectors[row],
-                matched_terms=self._row_terms[row] & evidence.term_weights.keys(),
+                matched_terms=matched_terms[row],
                 identifiers=tuple(sorted(self._identifiers[row] & wanted)),
             )
             for row, vector in zip(order, features, strict=True)
@@ -212,7 +216,7 @@ class Retriever:
         return fused
 
     def _features(
-        self, query, mode, order, lexical, dense_of, best_unit, first, evidence, stage
+        self, query, mode, order, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
     ) -> list[tuple[float, ...]]:
         weights = evidence.term_weights
         total_weight = sum(weights.values()) or 1.0
@@ -225,7 +229,7 @@ class Retriever:
         vectors: list[tuple[float, ...]] = []
         for row in order:
             carried = self._identifiers[row]
-            heading_terms = set(self._heading_terms[row])
+            heading_terms = self._heading_counts[row]
             vectors.append(
                 (
                     first[row] * rrf_scale if mode == "hybrid" else 0.0,
@@ -234,7 +238,7 @@ class Retriever:
                     float(lexical[row]) / best_bm25,
                     heading[row] / best_heading,
                     sum(w for t, w in weights.items() if t in heading_terms) / total_weight,
-                    sum(w for t, w in weights.items() if t in self._row_terms[row]) / total_weight,
+                    sum(weights[t] for t in matched_terms[row]) / total_weight,
                     _share(focus, carried),
                     _share(context, carried),
                     1.0 if focus.keys() & self._defined[row] else 0.0,
@@ -244,11 +248,10 @@ class Retriever:
         return vectors
 
     def _heading_bm25(self, row: int, weights: dict[str, float]) -> float:
-        terms = self._heading_terms[row]
-        if not terms:
+        counts = self._heading_counts[row]
+        if not counts:
             return 0.0
-        counts = Counter(terms)
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(terms) / (self._heading_avg or 1))
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * counts.total() / (self._heading_avg or 1))
         score = 0.0
         for term in weights:
             tf = counts.get(term, 0)
