@@ -304,23 +304,15 @@ def test_baseline_from_before_the_split_still_gates_on_all_questions(first_run):
 @pytest.mark.timeout(1200)
 def test_committed_baseline_gate_passes_on_seeds_index(seeds_index, tmp_path, capsys):
     """The CI regression gate: the full golden file must not fall behind evals/baseline.json."""
-    modes = json.loads(BASELINE.read_text())["config"]["retrieval"]
-    code = main(
-        [
-            "--golden",
-            str(GOLDEN),
-            "--corpus",
-            str(SEEDS),
-            "--index",
-            str(seeds_index),
-            "--retrieval",
-            *modes,
-            "--out",
-            str(tmp_path),
-            "--baseline",
-            str(BASELINE),
-        ]
-    )
+    _assert_gate_passes(GOLDEN, SEEDS, seeds_index, BASELINE, tmp_path, capsys)
+
+
+def _assert_gate_passes(golden: Path, corpus: Path, index: Path, baseline: Path, out: Path, capsys) -> None:
+    """An eval of `golden` on `index`, in the baseline's retrieval modes, must not regress against it."""
+    assert baseline.exists(), f"{baseline.relative_to(ROOT)} is missing: generate it (see evals/runner.py)"
+    modes = json.loads(baseline.read_text())["config"]["retrieval"]
+    args = ["--golden", str(golden), "--corpus", str(corpus), "--index", str(index), "--retrieval", *modes]
+    code = main([*args, "--out", str(out), "--baseline", str(baseline)])
     assert code == 0, capsys.readouterr().out
 
 
@@ -391,29 +383,7 @@ def test_committed_baseline_gate_passes_on_kafka_docs_index(kafka_docs_index, tm
         kafka-rag eval --corpus ../shared/corpora/kafka-docs --golden evals/golden_kafka_docs.jsonl \\
             --index /tmp/kd-index --out /tmp/kd-run && cp /tmp/kd-run/metrics.json evals/baseline_kafka_docs.json
     """
-    if not GOLDEN_KAFKA_DOCS.exists():
-        pytest.skip(f"{GOLDEN_KAFKA_DOCS.relative_to(ROOT)} does not exist yet (merged from the _a/_b drafts)")
-    assert BASELINE_KAFKA_DOCS.exists(), (
-        f"{BASELINE_KAFKA_DOCS.relative_to(ROOT)} is missing: generate it with the commands in this test's docstring"
-    )
-    modes = json.loads(BASELINE_KAFKA_DOCS.read_text())["config"]["retrieval"]
-    code = main(
-        [
-            "--golden",
-            str(GOLDEN_KAFKA_DOCS),
-            "--corpus",
-            str(KAFKA_DOCS),
-            "--index",
-            str(kafka_docs_index),
-            "--retrieval",
-            *modes,
-            "--out",
-            str(tmp_path),
-            "--baseline",
-            str(BASELINE_KAFKA_DOCS),
-        ]
-    )
-    assert code == 0, capsys.readouterr().out
+    _assert_gate_passes(GOLDEN_KAFKA_DOCS, KAFKA_DOCS, kafka_docs_index, BASELINE_KAFKA_DOCS, tmp_path, capsys)
 
 
 def test_recorded_settings_are_settings_fields():
