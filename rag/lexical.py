@@ -131,7 +131,31 @@ def save_bm25(retriever: bm25s.BM25, directory: Path) -> None:
 
 
 def load_bm25(directory: Path) -> bm25s.BM25:
-    return bm25s.BM25.load(str(directory), show_progress=False, verbosity=0)
+    """Memory-mapped: the score matrix stays in the page cache, shared by the processes serving it."""
+    return bm25s.BM25.load(str(directory), mmap=True, show_progress=False, verbosity=0)
+
+
+def document_frequency(retriever: bm25s.BM25, token: str) -> int:
+    """How many chunks hold `token` (a `tokenize` token): its column's length in the score matrix."""
+    column = retriever.vocab_dict.get(token)
+    if column is None:
+        return 0
+    indptr = retriever.scores["indptr"]
+    return int(indptr[column + 1] - indptr[column])
+
+
+def rows_holding(retriever: bm25s.BM25, token: str, rows: np.ndarray) -> np.ndarray:
+    """Which of `rows` (sorted chunk rows) hold `token`, as a boolean mask. The score matrix keeps each
+    token's chunk rows sorted, so this is a binary search, not a scan of the corpus."""
+    column = retriever.vocab_dict.get(token)
+    if column is None or not len(rows):
+        return np.zeros(len(rows), dtype=bool)
+    indptr, indices = retriever.scores["indptr"], retriever.scores["indices"]
+    holding = indices[indptr[column] : indptr[column + 1]]
+    if not len(holding):
+        return np.zeros(len(rows), dtype=bool)
+    found = np.searchsorted(holding, rows)
+    return (found < len(holding)) & (holding[np.minimum(found, len(holding) - 1)] == rows)
 
 
 def bm25_scores(retriever: bm25s.BM25, query: str) -> np.ndarray:

@@ -3,8 +3,12 @@
 Spark only moves rows. Stage 1 maps file partitions through `chunk_files`; the chunk rows are then
 spread evenly over the cores and stage 2 maps them through `embed_rows`, which loads the model
 once per Python worker (a module-level cache in `rag.embedding`, never a pickled closure). The
-driver collects the rows as Arrow and hands them back to `run_ingest`, which builds and publishes
-the index. Threads per task are pinned (OMP/torch), so tasks x threads never exceed the cores.
+executors write the embedded rows, sorted within each partition, as Parquet shards into the build's
+staging folder; the driver collects only the few document, skip and model rows, and `run_ingest`
+streams the shards into the index. No vector passes through the driver's memory all at once, so the
+driver does not bound the corpus. On a cluster the index folder must be on storage every node can
+write (a shared file system). Threads per task are pinned (OMP/torch), so tasks x threads never
+exceed the cores.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from rag.errors import ConfigurationError
 from rag.ingest import IngestConfig, Progress, SourceFile, chunk_files, embed_rows, no_progress
 from rag.settings import Settings
@@ -33,6 +39,7 @@ ROW_SCHEMA = (
     "name string, dimension long, fingerprint string, encode_seconds double"
 )
 ROW_FIELDS = tuple(column.split()[0] for column in ROW_SCHEMA.split(", "))
+OTHER_FIELDS = [f for f in ROW_FIELDS if f not in ("vector", "unit_vectors", "text", "embedding_text")]
 
 
 def check_java() -> str:
@@ -110,12 +117,16 @@ def spark_engine(master: str, arrow_batch_size: int = Settings.arrow_batch_size)
     """An `Engine` for `run_ingest` that runs the stages on Spark at `master`."""
 
     def run(
-        files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str], progress: Progress = no_progress
+        files: list[SourceFile],
+        config: IngestConfig,
+        known_ids: frozenset[str],
+        shards: Path,
+        progress: Progress = no_progress,
     ) -> list[dict[str, Any]]:
         spark = spark_session(master, config.threads_per_task, arrow_batch_size)
         try:
             with _reporting_tasks(spark.sparkContext, progress):
-                return _run_job(spark, files, config, known_ids)
+                return _run_job(spark, files, config, known_ids, shards)
         finally:
             spark.stop()
 
@@ -164,7 +175,7 @@ def _reporting_tasks(context: Any, progress: Progress, every_s: float = 2.0) -> 
 
 
 def _run_job(
-    spark: Any, files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]
+    spark: Any, files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str], shards: Path
 ) -> list[dict[str, Any]]:
     import pandas as pd
 
@@ -198,8 +209,10 @@ def _run_job(
     # a slow task does not leave a core idle at the end (each worker loads the model once, not per task).
     balanced = chunked.repartition(parallelism * EMBED_TASKS_PER_CORE)
     embedded = balanced.mapInPandas(embed_partition, ROW_SCHEMA)
-    table = embedded.toArrow()
-    return [_clean_row(r) for r in table.to_pylist()]
+    # Executors write; the one job runs once. The driver then reads back only the rows without vectors.
+    embedded.sortWithinPartitions("source_path", "start", "chunk_id").write.parquet(shards.resolve().as_uri())
+    others = pq.read_table(shards, columns=OTHER_FIELDS, filters=[("kind", "!=", "chunk")])
+    return [_clean_row(r) for r in others.to_pylist()]
 
 
 def _frame(rows: Iterator[dict[str, Any]]) -> Any:
@@ -227,4 +240,4 @@ def _from_pandas(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _clean_row(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if v is not None or k in ("vector", "unit_vectors")}
+    return {k: v for k, v in row.items() if v is not None}
