@@ -305,11 +305,10 @@ def read_synthetic(path: Path) -> list[SyntheticQuery]:
     return [SyntheticQuery(**row) for row in pq.read_table(file).to_pylist()]
 
 
-def _lexical_texts(chunks: pa.Table) -> list[str]:
-    return [
-        lexical_text(path, text)
-        for path, text in zip(chunks.column("section_path").to_pylist(), chunks.column("text").to_pylist(), strict=True)
-    ]
+def _lexical_texts(chunks: pa.Table) -> Iterator[str]:
+    for batch in chunks.select(["section_path", "text"]).to_batches(WRITE_BATCH_ROWS):
+        for path, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            yield lexical_text(path, text)
 
 
 def _open_chunks(path: Path) -> pa.Table:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import logging
 import re
+from array import array
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import bm25s
@@ -120,9 +123,46 @@ def _fold(word: str) -> str:
     return word
 
 
-def build_bm25(texts: list[str]) -> bm25s.BM25:
+def build_bm25(texts: Iterable[str]) -> bm25s.BM25:
+    """The BM25 index of `texts` (bm25s' Lucene scoring, k1 1.5, b 0.75), built in one streaming pass.
+
+    bm25s' own `index` holds every document's token list as Python strings, gigabytes at a million
+    chunks; here each document becomes its distinct token ids and counts in compact arrays, and the
+    score matrix is assembled at the end in bm25s' layout (CSC by token, rows sorted).
+    """
     retriever = bm25s.BM25()
-    retriever.index([tokenize(t) or [""] for t in texts], show_progress=False)
+    vocabulary: dict[str, int] = {}
+    token_ids, documents, counts = array("i"), array("i"), array("f")
+    lengths = array("i")
+    for document, text in enumerate(texts):
+        tokens = tokenize(text) or [""]
+        lengths.append(len(tokens))
+        for token, count in Counter(tokens).items():
+            token_ids.append(vocabulary.setdefault(token, len(vocabulary)))
+            documents.append(document)
+            counts.append(count)
+    ids = np.frombuffer(token_ids, dtype=np.int32)
+    rows = np.frombuffer(documents, dtype=np.int32)
+    tf = np.frombuffer(counts, dtype=np.float32)
+    doc_length = np.frombuffer(lengths, dtype=np.int32).astype(np.float32)
+    total = len(doc_length)
+    frequency = np.bincount(ids, minlength=len(vocabulary)).astype(np.float64)
+    idf = np.log(1 + (total - frequency + 0.5) / (frequency + 0.5)).astype(np.float32)
+    average = float(doc_length.mean()) if total else 1.0
+    norm = retriever.k1 * (1 - retriever.b + retriever.b * doc_length[rows] / average)
+    scores = idf[ids] * tf / (tf + norm)
+    order = np.lexsort((rows, ids))
+    indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    np.cumsum(frequency.astype(np.int64), out=indptr[1:])
+    retriever.scores = {
+        "data": scores[order].astype(np.float32),
+        "indices": rows[order].astype(np.int32),
+        "indptr": indptr,
+        "num_docs": total,
+    }
+    retriever.vocab_dict = vocabulary
+    retriever.unique_token_ids_set = set(vocabulary.values())
+    retriever.nonoccurrence_array = None  # only BM25L and BM25+ use it
     return retriever
 
 
