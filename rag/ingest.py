@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -265,9 +266,10 @@ def local_engine(
     others: list[dict[str, Any]] = []
     shard: list[dict[str, Any]] = []
     done = 0
+    numbers = itertools.count()
 
     def flush() -> None:
-        write_shard(shard, shards / f"part-{len(list(shards.iterdir())):05d}.parquet")
+        write_shard(shard, shards / f"part-{next(numbers):05d}.parquet")
         shard.clear()
 
     shards.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,8 @@ import faiss
 import numpy as np
 
 BLOCK_ROWS = 16_384  # vectors read, converted and added at a time
-TRAIN_PER_LIST = 40  # k-means needs ~39 points per centroid; more only slows training
-TRAIN_MAX = 65_536
+TRAIN_PER_LIST = 40  # k-means needs ~39 points per centroid (FAISS warns below); more only slows training
+TRAIN_MIN = 10_240  # and each PQ sub-quantizer has 256 centroids
 IVF_NPROBE = 32  # benchmarks/scale.py: recall@10 against exact search at 10^5 and 10^6 chunks
 REFINE = 8  # approximate candidates per wanted result, re-scored exactly from the vector file
 
@@ -48,7 +48,7 @@ def build_vector_index(vectors: np.ndarray, spec: Mapping[str, Any], seed: int =
     count, dimension = vectors.shape
     index = faiss.index_factory(dimension, spec["type"], faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
-        size = min(count, max(TRAIN_MAX, int(spec["nlist"]) * TRAIN_PER_LIST))
+        size = min(count, max(TRAIN_MIN, int(spec["nlist"]) * TRAIN_PER_LIST))
         sample = np.sort(np.random.default_rng(seed).choice(count, size=size, replace=False))
         index.train(_block(vectors, sample))
     for start in range(0, count, BLOCK_ROWS):
