@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from rag import (
     ANSWERERS,
@@ -30,7 +31,9 @@ from rag import (
     check_writable,
     feedback_record,
 )
-from ui import render
+from ui import mcp_tools, render
+from ui.api_auth import ApiAuthMiddleware
+from ui.openai_api import routes as openai_routes
 
 log = logging.getLogger(__name__)
 
@@ -231,8 +234,11 @@ def answer_messages(answer: Answer) -> list[dict[str, Any]]:
     return messages
 
 
-def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
-    """The chat UI around an already-loaded assistant; launch it with `launch_options(settings)`."""
+def build_app(assistant: Assistant, settings: Settings, *, mcp: bool = False) -> gr.Blocks:
+    """The chat UI around an already-loaded assistant; launch it with `launch_options(settings)`.
+
+    With `mcp`, the MCP tools (`ui.mcp_tools`) are API endpoints too; launch with `interface_options` then.
+    """
     handlers = ChatHandlers(assistant, settings)
     status = render.render_status(assistant.status, retrieval=settings.retrieval_mode, answerer=settings.answerer)
     with gr.Blocks(title=TITLE, analytics_enabled=False) as app:
@@ -287,6 +293,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         new_chat.click(lambda: ([], []), None, [chatbot, turns], api_visibility="private")
         chatbot.clear(lambda: [], None, [turns], api_visibility="private")
         gr.api(handlers.ask, api_name="ask")
+        if mcp:
+            mcp_tools.add_tools(assistant)
     app.queue(default_concurrency_limit=settings.ui_concurrency, max_size=QUEUE_MAX_SIZE)
     return app
 
@@ -316,13 +324,20 @@ def launch_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def serve(settings: Settings) -> None:
+def interface_options(assistant: Assistant, settings: Settings, *, mcp: bool, openai_api: bool) -> dict[str, Any]:
+    """More `Blocks.launch` arguments: the MCP server, the OpenAI-compatible routes, and the login for both."""
+    routes = openai_routes(assistant, settings.ui_concurrency) if openai_api else []
+    middleware = [Middleware(ApiAuthMiddleware, auth=settings.ui_auth)] if settings.ui_auth else []
+    return {"mcp_server": mcp, "app_kwargs": {"routes": routes, "middleware": middleware}}
+
+
+def serve(settings: Settings, *, mcp: bool = False, openai_api: bool = False) -> None:
     """Check the feedback file, load the index and model once, then serve until interrupted."""
     check_writable(settings.feedback_path)
     options = launch_options(settings)
     assistant = Assistant.from_settings(settings)
-    app = build_app(assistant, settings)
-    app.launch(**options)
+    app = build_app(assistant, settings, mcp=mcp)
+    app.launch(**options, **interface_options(assistant, settings, mcp=mcp, openai_api=openai_api))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -331,9 +346,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", default=None, help="address to bind (default: KAFKA_RAG_UI_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port (default: KAFKA_RAG_UI_PORT or 7860)")
+    parser.add_argument("--mcp", action="store_true", help="serve MCP tools at /gradio_api/mcp/ (streamable HTTP)")
+    parser.add_argument(
+        "--openai-api", action="store_true", help="serve an OpenAI-compatible chat API at /v1/chat/completions"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """`kafka-rag serve`; set-up errors propagate to the CLI, which prints one line and exits 2."""
-    serve(Settings.from_env(index_dir=args.index, ui_host=args.host, ui_port=args.port))
+    settings = Settings.from_env(index_dir=args.index, ui_host=args.host, ui_port=args.port)
+    serve(settings, mcp=args.mcp, openai_api=args.openai_api)
     return 0
