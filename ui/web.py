@@ -3,7 +3,7 @@
 The assistant (index + embedding model) is loaded once by `serve` and shared by every session;
 `build_app` only wires it into Blocks. Each turn's clean question, history and `Answer` live in a
 per-session `gr.State`, so follow-ups send the assistant the real conversation (not the rendered
-Markdown) and a 👍/👎 click stores exactly the answer it was given for. The multi-turn JSON endpoint
+Markdown) and a like/dislike click stores exactly the answer it was given for. The multi-turn JSON endpoint
 is `/ask` (question + history → `Answer.to_dict()`); the chat and feedback events are private.
 """
 
@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 TITLE = "Kafka troubleshooting assistant"
 INTRO = (
     "Ask about a Kafka error or paste a log line. Answers quote the indexed documents with "
-    '<span class="cite">[n]</span> markers; open **📚 Sources** under an answer to check each one, '
-    "and rate answers with 👍/👎."
+    '<span class="cite">[n]</span> markers; open **Sources** under an answer to check each one, '
+    "and rate answers with the like and dislike buttons under them."
 )
 EXAMPLE_QUESTIONS = (
     "What causes INVALID_RECORD_STATE (error code 121) and how do I fix it?",
@@ -53,7 +53,7 @@ EXAMPLE_QUESTIONS = (
 EMPTY_HINT = "Type a question first, for example: “What causes INVALID_RECORD_STATE?”"
 ERROR_TEXT = "Sorry, something went wrong while answering. It has been logged; please try again."
 THANKS_TEXT = "Thanks for your feedback!"
-SEARCHING_TITLE = "🔎 Searching the index…"
+SEARCHING_TITLE = "Searching the index…"
 QUEUE_MAX_SIZE = 256  # requests waiting beyond the concurrency limit; more are refused, not buffered
 MAX_TOP_K = 20
 SYSTEM_FONTS = ("ui-sans-serif", "system-ui", "sans-serif")  # the default theme fetches Google fonts
@@ -67,7 +67,7 @@ CSS = """
 
 @dataclass(frozen=True)
 class Turn:
-    """One answered question and where its messages sit in the chat (for mapping 👍/👎 clicks)."""
+    """One answered question and where its messages sit in the chat (for mapping like/dislike clicks)."""
 
     question: str
     history: tuple[Mapping[str, str], ...]
@@ -165,7 +165,7 @@ class ChatHandlers:
         yield chat, [*turns, turn], ""
 
     def vote(self, turns: list[Turn], comment: str, data: gr.LikeData) -> str:
-        """Append a 👍/👎 for the clicked answer to the feedback file; returns the cleared comment box."""
+        """Append a like/dislike of the clicked answer to the feedback file; returns the cleared comment box."""
         if data.liked not in (True, False):
             return comment  # an un-click: nothing to record
         index = data.index[0] if isinstance(data.index, (list, tuple)) else data.index
@@ -268,7 +268,7 @@ def build_app(assistant: Assistant, settings: Settings, *, mcp: bool = False) ->
         comment = gr.Textbox(
             elem_id="feedback-comment",
             label="Feedback comment (optional)",
-            placeholder="What was wrong or missing? Sent with your next 👍/👎.",
+            placeholder="What was wrong or missing? Sent with your next like or dislike.",
             lines=1,
         )
         gr.Examples([[q] for q in EXAMPLE_QUESTIONS], inputs=[textbox], label="Example questions")
