@@ -517,6 +517,12 @@ def _pack(groups: list[list[tuple[int, int]]], budget: int) -> list[list[tuple[i
 # ------------------------------------------------------------------------------------------ rendering
 
 
+def is_log(code: str) -> bool:
+    """Whether a code block is log output (what one sees), not commands (what one runs)."""
+    lines = [line.strip() for line in code.split("\n") if line.strip()]
+    return bool(lines) and all(_LOG_LINE.match(line) for line in lines)
+
+
 def render_unit(unit: EvidenceUnit, marker: int) -> str:
     """The unit as answer Markdown, with " [marker]" on its first prose line (own line after a bare code block)."""
     cite = f" [{marker}]"

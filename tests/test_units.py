@@ -14,6 +14,7 @@ from rag.units import (
     MIN_UNIT_CHARS,
     EvidenceUnit,
     build_units,
+    is_log,
     render_unit,
     unit_texts,
 )
@@ -214,7 +215,14 @@ def test_unfenced_log_lines_are_one_code_unit_with_their_lead_in():
     ],
 )
 def test_log_records_exceptions_and_stack_frames_are_code(line):
-    assert _kinds(build_units(f"Prose before it comes here.\n{line}")) == ["sentence", "code"]
+    units = build_units(f"Prose before it comes here.\n{line}")
+    assert _kinds(units) == ["sentence", "code"]
+    assert is_log(units[1].parts[-1])
+
+
+def test_commands_are_not_log():
+    assert not is_log("kafka-share-groups.sh --describe --group g1\ngrep 'ShareFetch' server.log")
+    assert not is_log("ERROR [Broker id=1] first line\nbin/kafka-topics.sh --list")
 
 
 @pytest.mark.parametrize(
