@@ -55,7 +55,10 @@ class ChatRequest:
     stream: bool
 
 
-def error_body(message: str, *, param: str | None = None, code: str | None = None, kind: str = "invalid_request_error"):
+def error_body(
+    message: str, *, param: str | None = None, code: str | None = None, kind: str = "invalid_request_error"
+) -> dict[str, Any]:
+    """OpenAI's error shape, which its SDKs turn into `BadRequestError` and friends."""
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -128,7 +131,9 @@ def completion(request: ChatRequest, answer: Answer, *, completion_id: str, crea
     }
 
 
-def chunk(request: ChatRequest, delta: dict[str, str], *, completion_id: str, created: int, finish: str | None = None):
+def chunk(
+    request: ChatRequest, delta: dict[str, str], *, completion_id: str, created: int, finish: str | None = None
+) -> dict[str, Any]:
     return {
         "id": completion_id,
         "object": "chat.completion.chunk",
@@ -145,7 +150,7 @@ def closing_text(streamed: str, answer: Answer) -> str:
     sentences flagged, or the extractive fallback) can differ, and what was sent cannot be taken back.
     """
     rendered = text_render.render_answer(answer)
-    if streamed == answer.text:
+    if streamed == answer.text or streamed.endswith("\n\n" + answer.text):  # the latter: the extractive fallback
         return rendered[len(answer.text) :]
     return "\n\n---\n\nChecked against the sources:\n\n" + rendered
 

@@ -148,6 +148,7 @@ def test_a_checked_llm_answer_that_differs_from_its_tokens_is_sent_after_them() 
     answer = Answer(question="q", text="Checked [1].", citations=(), abstained=False, query="q")
     assert openai_api.closing_text("Checked [1].", answer) == ""
     assert openai_api.closing_text("Raw [7].", answer) == "\n\n---\n\nChecked against the sources:\n\nChecked [1]."
+    assert openai_api.closing_text("Partial LLM tok\n\nChecked [1].", answer) == ""  # the fallback was streamed
 
 
 def test_serve_offers_both_flags() -> None:
@@ -155,3 +156,20 @@ def test_serve_offers_both_flags() -> None:
 
     help_text = run_kafka_rag("serve", "--help").stdout
     assert "--openai-api" in help_text and "--mcp" in help_text
+
+
+def test_an_llm_answer_streams_its_tokens_then_the_sources(assistant: Any, settings: Settings) -> None:
+    """With the LLM answerer (a fake OpenAI-compatible endpoint on loopback), the model's tokens reach the client."""
+    from tests.fake_llm_server import running_fake_llm
+
+    top = assistant.search(QUESTION, k=5).passages[0]
+    sentence = next(s for s in re.split(r"(?<=[.!?])\s+", top.text) if len(s.split()) >= 4).rstrip(".")
+    with running_fake_llm(f"{sentence} [1].") as fake:
+        llm = assistant.with_settings(answerer="llm", llm_base_url=fake.openai_url, llm_model="fake")
+        with launched(llm, settings, openai_api=True) as url:
+            client = openai.OpenAI(base_url=url.rstrip("/") + "/v1", api_key="unused", max_retries=0, timeout=60)
+            text, chunks = streamed(client, [{"role": "user", "content": QUESTION}])
+    deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(deltas) > len(sentence.split()) // 2  # token by token, not one block
+    assert text.startswith(f"{sentence} [1].\n\n{text_render.SOURCES_HEADING}\n- [1] ")
+    assert f"(`{top.source_path}`)" in text and "Checked against the sources" not in text
