@@ -47,20 +47,20 @@ def no_progress(event: Event) -> None:
 
 
 class LineProgress:
-    """Messages as prefixed lines; a stage's count when it completes, or at most every `every_s` seconds."""
+    """Messages as prefixed lines; a stage's count when it completes, and every `every_s` seconds while it runs."""
 
     def __init__(self, stream: IO[str], prefix: str, every_s: float = LINE_EVERY_S) -> None:
         self._stream = stream
         self._prefix = prefix
         self._every_s = every_s
-        self._last: dict[str, tuple[float, Count]] = {}
+        self._last: dict[str, tuple[float, Count | None]] = {}  # stage → (when last printed or begun, what)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, Count):
             now = time.monotonic()
-            last = self._last.get(event.stage)
+            since, shown = self._last.setdefault(event.stage, (now, None))
             finished = bool(event.total) and event.done >= event.total
-            if last is not None and (last[1] == event or (not finished and now - last[0] < self._every_s)):
+            if shown == event or (not finished and now - since < self._every_s):
                 return
             self._last[event.stage] = (now, event)
         print(f"[{self._prefix}] {event}", file=self._stream, flush=True)

@@ -337,6 +337,8 @@ def serve(settings: Settings, *, mcp: bool = False, openai_api: bool = False) ->
     options = launch_options(settings)
     assistant = Assistant.from_settings(settings)
     app = build_app(assistant, settings, mcp=mcp)
+    if openai_api:
+        print(f"* OpenAI-compatible API: http://{settings.ui_host}:{settings.ui_port}/v1 (model 'kafka-rag')")
     app.launch(**options, **interface_options(assistant, settings, mcp=mcp, openai_api=openai_api))
 
 
