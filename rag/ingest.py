@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
@@ -28,15 +29,14 @@ from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
 from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, all_cores, load_embedder, model_identity
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_store import SCHEMA_VERSION, StoredVersion, VersionWriter, read_manifest, rows_to_table
+from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
 from rag.units import UNITS_VERSION, unit_texts
 
-Progress = Callable[[str], None]
-ROWS_PER_ENCODE = 256  # chunk rows per encode call (with their evidence units): enough to sort texts by length
-
-
-def no_progress(message: str) -> None:
-    """The silent `Progress`."""
+ROWS_PER_ENCODE = 256  # chunk rows per encode round (with their evidence units): enough to sort texts by length
+# Texts go to the model in slices of this many batches, longest first, so progress can be counted while the
+# batches stay exactly those one call over the whole round would make (same padding, same vectors).
+BATCHES_PER_SLICE = 8
 
 
 @dataclass(frozen=True)
@@ -142,12 +142,16 @@ def chunk_files(files: Iterable[tuple[str, bytes]], config: IngestConfig) -> Ite
 
 
 def embed_rows(
-    rows: Iterable[dict[str, Any]], config: IngestConfig, known_ids: frozenset[str] = frozenset()
+    rows: Iterable[dict[str, Any]],
+    config: IngestConfig,
+    known_ids: frozenset[str] = frozenset(),
+    on_encoded: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Fill `vector` (and `unit_vectors`, one per `rag.units.build_units` unit) on chunk rows not in `known_ids`.
 
     Evidence units are embedded here, once, so answering a question only has to embed the question.
-    Rows are embedded a batch at a time; other rows pass through.
+    Rows are embedded a batch at a time; other rows pass through. `on_encoded(n)` hears of every `n` texts
+    encoded (for progress; in a Spark worker, an accumulator).
 
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
     driver can record it without loading the model itself.
@@ -162,7 +166,7 @@ def embed_rows(
         units = [unit_texts(r["text"], r["section_path"]) for r in batch]
         texts = [r["embedding_text"] for r in batch] + [u for row_units in units for u in row_units]
         started = time.perf_counter()
-        vectors = embedder.encode(texts, batch_size=config.encode_batch_size)
+        vectors = _encode_in_slices(embedder, texts, config.encode_batch_size, on_encoded)
         seconds += time.perf_counter() - started
         position = len(batch)
         for row, vector, row_units in zip(batch, vectors[: len(batch)], units, strict=True):
@@ -191,6 +195,24 @@ def embed_rows(
             "fingerprint": identity.fingerprint,
             "encode_seconds": seconds,
         }
+
+
+def _encode_in_slices(
+    embedder: SentenceTransformerEmbedder,
+    texts: list[str],
+    batch_size: int,
+    on_encoded: Callable[[int], None] | None,
+) -> np.ndarray:
+    """`embedder.encode(texts)` a few batches at a time, longest texts first as the model itself orders them."""
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    vectors = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
+    step = batch_size * BATCHES_PER_SLICE
+    for start in range(0, len(order), step):
+        positions = order[start : start + step]
+        vectors[positions] = embedder.encode([texts[i] for i in positions], batch_size=batch_size)
+        if on_encoded is not None:
+            on_encoded(len(positions))
+    return vectors
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -259,14 +281,30 @@ def local_engine(
     shards: Path,
     progress: Progress = no_progress,
 ) -> list[dict[str, Any]]:
-    """The same stages as the Spark job, in this process, reporting embedding progress."""
-    rows = list(chunk_files(read_files(files), config))
-    pending = sum(1 for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known_ids)
-    progress(f"embedding: {pending} new chunks")
+    """The same stages as the Spark job, in this process, counting files, chunks and embedded texts."""
+    rows = []
+    read = chunks = 0
+    for row in chunk_files(read_files(files), config):
+        rows.append(row)
+        if row["kind"] == "chunk":
+            chunks += 1
+            progress(Count("chunks", chunks, 0, "chunks"))
+        else:
+            read += 1
+            progress(Count("files", read, len(files), "files"))
+    progress(Count("chunks", chunks, chunks, "chunks"))
+    pending = [r for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known_ids]
+    total = sum(1 + len(unit_texts(r["text"], r["section_path"])) for r in pending)
+    progress(f"embedding: {len(pending)} new chunks, {total} texts with their evidence units")
+    encoded = 0
     others: list[dict[str, Any]] = []
     shard: list[dict[str, Any]] = []
-    done = 0
     numbers = itertools.count()
+
+    def count(texts: int) -> None:
+        nonlocal encoded
+        encoded += texts
+        progress(Count("embedding", encoded, total, "texts"))
 
     def flush() -> None:
         write_shard(shard, shards / f"part-{next(numbers):05d}.parquet")
@@ -274,15 +312,11 @@ def local_engine(
 
     shards.mkdir(parents=True, exist_ok=True)
     with all_cores():
-        for row in embed_rows(rows, config, known_ids):
+        for row in embed_rows(rows, config, known_ids, on_encoded=count):
             if row["kind"] != "chunk":
                 others.append(row)
                 continue
             shard.append(row)
-            if row["chunk_id"] not in known_ids:
-                done += 1
-                if done % ROWS_PER_ENCODE == 0 or done == pending:
-                    progress(f"embedding: {done}/{pending} chunks")
             if len(shard) >= SHARD_ROWS:
                 flush()
     if shard:

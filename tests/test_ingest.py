@@ -21,6 +21,7 @@ from rag.embedding import load_embedder, model_identity
 from rag.errors import NoDocumentsError, SourceNotFoundError
 from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
 from rag.ingest import chunk_files, local_engine, run_ingest
+from rag.progress import Count
 from rag.units import UNITS_VERSION, unit_texts
 from tests.conftest import SEEDS, default_ingest_config, run_kafka_rag
 
@@ -217,7 +218,9 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
     messages: list[str] = []
     report = run_ingest([corpus], index_dir, default_ingest_config(), engine=recording_engine, progress=messages.append)
     assert seen == [[CHANGED]]  # unchanged files are never read again
-    assert f"embedding: {expected_embedded}/{expected_embedded} chunks" in messages
+    assert any(str(m).startswith(f"embedding: {expected_embedded} new chunks, ") for m in messages)
+    counts = [m for m in messages if isinstance(m, Count) and m.stage == "embedding"]
+    assert counts[-1].done == counts[-1].total > expected_embedded  # texts: each chunk and its evidence units
     assert report.unchanged is False and report.version != old_version
     assert report.embedded == expected_embedded
     assert report.reused == report.chunks - expected_embedded

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -64,7 +65,7 @@ def spark_seeds_index(tmp_path_factory) -> Path:
         master="local[2]",
         progress=messages.append,
     )
-    (index_dir.parent / "progress.log").write_text("\n".join(messages))
+    (index_dir.parent / "progress.log").write_text("\n".join(map(str, messages)))
     return index_dir
 
 
@@ -119,14 +120,50 @@ def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_ind
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_ingest_reports_its_tasks_until_all_are_done(spark_seeds_index):
+def test_spark_ingest_reports_its_tasks_and_texts_until_all_are_done(spark_seeds_index):
     messages = (spark_seeds_index.parent / "progress.log").read_text().splitlines()
-    counts = [tuple(map(int, m.split(", ")[1].split()[0].split("/"))) for m in messages if "tasks done" in m]
-    assert counts, messages
-    done, total = counts[-1]
-    assert done == total >= 2 * 4  # every task of both stages, the embedding stage in 4 tasks per core
-    assert [c[0] for c in counts] == sorted(c[0] for c in counts)
+    chunking = [tuple(map(int, m.split()[1].split("/"))) for m in messages if m.startswith("chunking: ")]
+    embedding = [
+        tuple(map(int, re.fullmatch(r"embedding: (\d+)(?:/(\d+))? texts \((\d+)/(\d+) tasks\)", m).groups("0")))
+        for m in messages
+        if m.startswith("embedding: ") and m.endswith(" tasks)")
+    ]
+    assert chunking and embedding, messages
+    assert chunking[-1][0] == chunking[-1][1] > 0
+    texts, total, tasks, all_tasks = embedding[-1]
+    assert tasks == all_tasks == 2 * 4  # the embedding stage in 4 tasks per core
+    expected = sum(1 + len(unit_texts(r["text"], r["section_path"])) for r in _rows(spark_seeds_index))
+    assert texts == total == expected  # every chunk and every evidence unit, counted on the executors
+    assert [e[0] for e in embedding] == sorted(e[0] for e in embedding)
     assert messages[-1].startswith("publish: version ")
+
+
+# What Spark and the JVM print on their own at start-up and while running: log4j's banner and log lines
+# (`26/11/23 06:16:50 WARN NativeCodeLoader: ...`), the JVM's incubator-module warning, the level hint.
+JVM_CHATTER = re.compile(
+    r"log4j|NativeCodeLoader|incubator modules|Setting default log level|setLogLevel|"
+    r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:WARN|INFO|ERROR)",
+    re.MULTILINE,
+)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("verbose", [False, True], ids=["default", "verbose"])
+def test_spark_chatter_is_hidden_unless_verbose(tmp_path, verbose):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(SEEDS / "000_0424dccc37dbf1fb.txt", corpus)
+    flags = ["--verbose"] if verbose else []
+    result = run_kafka_rag("ingest", str(corpus), "--index", str(tmp_path / "index"), "--master", "local[1]", *flags)
+    assert result.returncode == 0, result.stderr
+    if verbose:
+        assert JVM_CHATTER.search(result.stderr), result.stderr
+    else:
+        assert JVM_CHATTER.findall(result.stdout + result.stderr) == [], result.stderr
+        assert [line for line in result.stderr.splitlines() if not line.startswith("[ingest] ")] == []
+        assert len(result.stdout.splitlines()) == 1 and result.stdout.startswith("Index ")
+    assert "[ingest] embedding: " in result.stderr
 
 
 @pytest.mark.spark
