@@ -35,7 +35,7 @@ class Settings:
     encode_batch_size: int = 16  # texts per forward pass: 16 encoded ~20% faster than 64 on CPU (measured)
     arrow_batch_size: int = 1000  # rows per Arrow batch between the JVM and Python workers
     threads_per_task: int = 1  # torch/OMP threads in each Spark task: tasks x threads <= cores
-    flat_index_max: int = 50_000  # exact search up to here; IVF-PQ + exact re-rank above (benchmarks/scale.py)
+    flat_index_max: int = 50_000  # exact search up to here; IVF + exact re-rank above (benchmarks/scale.py)
 
     # retrieval (first stage; the second stage's weights are data: rag/ranker.json)
     retrieval_mode: str = "hybrid"  # dense | bm25 | hybrid

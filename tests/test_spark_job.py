@@ -40,7 +40,7 @@ def _rows(index_dir: Path) -> list[dict]:
 
 
 def _assert_same_index(rows: list[dict], reference: list[dict]) -> None:
-    """Chunk ids, order and every other column exactly; vectors within 1e-5."""
+    """Chunk ids, order and every other column exactly; vectors within 1e-5, unit vectors within float16 rounding."""
     assert [r["chunk_id"] for r in rows] == [r["chunk_id"] for r in reference]
     for row, ref in zip(rows, reference, strict=True):
         for column in PLAIN_COLUMNS:
@@ -48,7 +48,8 @@ def _assert_same_index(rows: list[dict], reference: list[dict]) -> None:
         np.testing.assert_allclose(row["vector"], ref["vector"], atol=1e-5)
         assert len(row["unit_vectors"]) == len(ref["unit_vectors"])
         if ref["unit_vectors"]:
-            np.testing.assert_allclose(np.asarray(row["unit_vectors"]), np.asarray(ref["unit_vectors"]), atol=1e-5)
+            # float16 on disk: vectors a last-digit apart may round to neighbouring float16 values
+            np.testing.assert_allclose(np.asarray(row["unit_vectors"]), np.asarray(ref["unit_vectors"]), atol=5e-4)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Nearest-neighbour search over a vector file: exact below the threshold, IVF-PQ with an exact re-rank above.
+"""Nearest-neighbour search over a vector file: exact below the threshold, IVF with 4-bit codes and an exact re-rank above.
 
 Clustered synthetic vectors (points around a few hundred centres, like a corpus' topics) with the real
 FAISS; the recall at real scale is measured by benchmarks/scale.py.
@@ -34,7 +34,7 @@ def _loaded(tmp_path, vectors: np.ndarray, flat_max: int) -> VectorSearch:
 def test_exact_up_to_the_threshold_then_ivf_pq_with_a_re_rank():
     assert choose_index_type(1000, 1000, 384) == {"type": "Flat", "metric": "inner_product"}
     above = choose_index_type(1_000_000, 1000, 384)
-    assert above["type"] == "IVF1000,PQ96" and above["refine"] == REFINE
+    assert above["type"] == "IVF1000,SQ4" and above["refine"] == REFINE
     assert above["nprobe"] <= above["nlist"]
     assert choose_index_type(2000, 1000, 384)["nlist"] >= 16  # small sets still get enough lists to probe
 
