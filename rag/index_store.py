@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,7 +37,6 @@ from rag.synthetic import SyntheticQuery, synthetic_queries
 from rag.units import UNITS_VERSION
 
 SCHEMA_VERSION = 1
-KEEP_VERSIONS = 3
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200  # benchmarks/index_recall.py: at 100k vectors 80 could not reach 0.98 recall@10
 HNSW_EF_SEARCH = 512  # 0.985 recall@10 of the golden questions at 100k, ~1 ms per query on one thread
@@ -79,19 +77,88 @@ def new_version_name() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def current_version(index_dir: Path) -> str | None:
+def read_pointer(index_dir: Path) -> str | None:
+    """The version name `CURRENT` holds, whether or not that version exists; None without a pointer."""
     pointer = index_dir / "CURRENT"
-    if not pointer.is_file():
+    try:
+        name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    name = pointer.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise IndexStoreError(f"Cannot read {pointer} ({exc.strerror}): check its permissions") from exc
+    return name
+
+
+def current_version(index_dir: Path) -> str | None:
+    name = read_pointer(index_dir)
     return name if name and (index_dir / "versions" / name / "manifest.json").is_file() else None
 
 
+def serving_path(index_dir: Path) -> Path:
+    """The folder of the version `CURRENT` names; a clear error when there is none or it is missing."""
+    name = read_pointer(index_dir)
+    if name is None:
+        raise IndexNotFoundError(f"No index at {index_dir}/: run 'kafka-rag ingest' first")
+    pointer = index_dir / "CURRENT"
+    if not name or "/" in name or name.startswith("."):
+        raise IndexStoreError(
+            f"{pointer} does not name a version ({name[:40]!r}): run 'kafka-rag index rollback' or 'kafka-rag ingest'"
+        )
+    path = index_dir / "versions" / name
+    if not path.is_dir():
+        raise IndexStoreError(
+            f"{pointer} names version {name}, but {path}/ is missing: "
+            "run 'kafka-rag index rollback' or 'kafka-rag ingest'"
+        )
+    return path
+
+
+_REQUIRED = {
+    "schema_version": int,
+    "version": str,
+    "model": dict,
+    "chunker": dict,
+    "faiss": dict,
+    "counts": dict,
+}
+_REQUIRED_MODEL = {"name": str, "dimension": int, "fingerprint": str}
+
+
+def read_version_manifest(path: Path) -> dict[str, Any]:
+    """A version's manifest, checked: unreadable JSON, missing fields or another schema version name the file."""
+    file = path / "manifest.json"
+    repair = "re-run 'kafka-rag ingest' (or 'kafka-rag index rollback' to an earlier version)"
+    try:
+        manifest = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IndexStoreError(f"{file} is missing: {repair}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise IndexStoreError(f"{file} is not valid JSON ({_short(exc)}): {repair}") from None
+    if not isinstance(manifest, dict):
+        raise IndexStoreError(f"{file} is not a JSON object: {repair}")
+    for name, kind in _REQUIRED.items():
+        if not isinstance(manifest.get(name), kind):
+            raise IndexStoreError(f"{file} has no valid '{name}' field: {repair}")
+    for name, kind in _REQUIRED_MODEL.items():
+        if not isinstance(manifest["model"].get(name), kind):
+            raise IndexStoreError(f"{file} has no valid 'model.{name}' field: {repair}")
+    if manifest["schema_version"] != SCHEMA_VERSION:
+        raise IndexStoreError(
+            f"{file} is index schema version {manifest['schema_version']}, this code reads version "
+            f"{SCHEMA_VERSION}: re-run 'kafka-rag ingest'"
+        )
+    return manifest
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
 def read_manifest(index_dir: Path) -> dict[str, Any] | None:
-    version = current_version(index_dir)
-    if version is None:
+    """The serving version's manifest; None without an index; `IndexStoreError` when it is damaged."""
+    if read_pointer(index_dir) is None:
         return None
-    return json.loads((index_dir / "versions" / version / "manifest.json").read_text(encoding="utf-8"))
+    return read_version_manifest(serving_path(index_dir))
 
 
 def read_chunk_table(index_dir: Path) -> pa.Table | None:
@@ -99,7 +166,11 @@ def read_chunk_table(index_dir: Path) -> pa.Table | None:
     version = current_version(index_dir)
     if version is None:
         return None
-    return pq.read_table(index_dir / "versions" / version / "chunks.parquet")
+    file = index_dir / "versions" / version / "chunks.parquet"
+    try:
+        return pq.read_table(file)
+    except (OSError, ValueError) as exc:
+        raise IndexStoreError(f"{file} is unreadable ({_short(exc)}): re-run 'kafka-rag ingest'") from exc
 
 
 def choose_index_type(count: int, flat_max: int) -> dict[str, Any]:
@@ -161,13 +232,12 @@ def write_version(
         staging.rename(final)
         if before_publish is not None:
             before_publish(final)
-        _switch_pointer(index_dir, version)
+        switch_pointer(index_dir, version)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         if current_version(index_dir) != version:  # never published: nothing may keep it
             shutil.rmtree(final, ignore_errors=True)
         raise
-    _prune_old_versions(versions, keep=version)
     return version
 
 
@@ -205,7 +275,7 @@ def _embedding_texts(table: pa.Table) -> list[str]:
     ]
 
 
-def _switch_pointer(index_dir: Path, version: str) -> None:
+def switch_pointer(index_dir: Path, version: str) -> None:
     temporary = index_dir / f".CURRENT.{os.getpid()}.tmp"
     with temporary.open("w", encoding="utf-8") as handle:
         handle.write(version + "\n")
@@ -214,24 +284,16 @@ def _switch_pointer(index_dir: Path, version: str) -> None:
     os.replace(temporary, index_dir / "CURRENT")
 
 
-def _prune_old_versions(versions: Path, keep: str) -> None:
-    complete = sorted(p for p in versions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    for old in complete[:-KEEP_VERSIONS]:
-        if old.name != keep:
-            shutil.rmtree(old, ignore_errors=True)
-    now = time.time()
-    for stale in versions.glob(".staging-*"):  # left by a killed build (kill -9 skips our cleanup)
-        if now - stale.stat().st_mtime > 3600:
-            shutil.rmtree(stale, ignore_errors=True)
-
-
 def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> LoadedIndex:
     """Load the serving version; refuse it when it was built with another embedding model."""
-    version = current_version(index_dir)
-    if version is None:
-        raise IndexNotFoundError(f"No index at {index_dir}/: run 'kafka-rag ingest' first")
-    path = index_dir / "versions" / version
-    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    return load_version(serving_path(index_dir), expected_model)
+
+
+def load_version(path: Path, expected_model: ModelIdentity | None = None) -> LoadedIndex:
+    """Load one version folder; every damaged or missing part is an `IndexStoreError` naming its file."""
+    index_dir = path.parent.parent
+    manifest = read_version_manifest(path)
+    version = path.name
     if expected_model is not None:
         check_model(manifest, expected_model)
     built_units = manifest.get("chunker", {}).get("units_version")
@@ -240,19 +302,23 @@ def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> 
             f"Index version {version} in {index_dir}/ was built with evidence units version {built_units}, "
             f"this code uses {UNITS_VERSION}: re-run 'kafka-rag ingest'"
         )
+    for part in ("chunks.parquet", "faiss.index", "bm25"):
+        if not (path / part).exists():
+            raise IndexStoreError(f"{path / part} is missing: re-run 'kafka-rag ingest'")
+    current_file = path / "chunks.parquet"
     try:
-        table = pq.read_table(path / "chunks.parquet")
+        table = pq.read_table(current_file)
         vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32).reshape(len(table), -1)
         dimension = vectors.shape[1]
         unit_vectors = [
             np.asarray(u, dtype=np.float32).reshape(-1, dimension) for u in table.column("unit_vectors").to_pylist()
         ]
-        index = faiss.read_index(str(path / "faiss.index"))
-        bm25 = load_bm25(path / "bm25")
-    except (OSError, RuntimeError, ValueError) as exc:
-        raise IndexStoreError(
-            f"Index version {version} in {index_dir}/ is unreadable ({exc}): re-run 'kafka-rag ingest'"
-        ) from exc
+        current_file = path / "faiss.index"
+        index = faiss.read_index(str(current_file))
+        current_file = path / "bm25"
+        bm25 = load_bm25(current_file)
+    except Exception as exc:  # any library's complaint about a damaged file becomes one line naming the file
+        raise IndexStoreError(f"{current_file} is unreadable ({_short(exc)}): re-run 'kafka-rag ingest'") from exc
     if hasattr(index, "hnsw"):
         index.hnsw.efSearch = int(manifest["faiss"].get("efSearch", HNSW_EF_SEARCH))
     return LoadedIndex(

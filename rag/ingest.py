@@ -19,12 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
-from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
+from rag.documents import SUPPORTED_SUFFIXES, load_document, walk_sources
 from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, all_cores, load_embedder, model_identity
-from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
-from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
+from rag.errors import IndexStoreError, LoaderError, NoDocumentsError, SourceNotFoundError
+from rag.index_lock import writer_lock
+from rag.index_store import (
+    load_version,
+    read_chunk_table,
+    read_manifest,
+    rows_to_table,
+    serving_path,
+    write_version,
+)
 from rag.settings import Settings
 from rag.units import UNITS_VERSION, unit_texts
+from rag.versions import prune_versions, remove_dead_staging
 
 Progress = Callable[[str], None]
 ROWS_PER_ENCODE = 256  # chunk rows per encode call (with their evidence units): enough to sort texts by length
@@ -79,8 +88,9 @@ class IngestReport:
     unchanged: bool
     documents: int
     chunks: int
-    embedded: int
-    reused: int
+    embedded: int  # unique chunk texts encoded by this build
+    reused: int  # chunks whose vectors came from the previous version
+    duplicates: int  # chunks whose text another chunk of this build has: its vectors were copied, not encoded
     skipped: tuple[dict[str, str], ...]
     engine: str
     master: str
@@ -201,8 +211,11 @@ def scan_sources(sources: Sequence[str | Path]) -> tuple[list[SourceFile], list[
             raise SourceNotFoundError(f"Source path {root} does not exist: pass a folder or file of documents")
     for root in roots:
         prefix = f"{root.name}/" if len(roots) > 1 and root.is_dir() else ""
-        for path, relative in iter_source_files(root):
+        for path, relative, problem in walk_sources(root):
             source_path = prefix + relative
+            if problem:
+                skipped.append({"source_path": source_path, "reason": problem})
+                continue
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
                 skipped.append(
                     {"source_path": source_path, "reason": f"unsupported file type '{path.suffix or 'no extension'}'"}
@@ -228,8 +241,22 @@ Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str], Progress], li
 def local_engine(
     files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str], progress: Progress = no_progress
 ) -> list[dict[str, Any]]:
-    """The same stages as the Spark job, in this process, reporting embedding progress."""
-    rows = list(chunk_files(read_files(files), config))
+    """The same stages as the Spark job, in this process, reporting embedding progress.
+
+    A chunk text that occurs more than once (a page copied under two names) is encoded once; the
+    copies get its vectors.
+    """
+    rows = []
+    copies: list[dict[str, Any]] = []
+    first: set[tuple[Any, ...]] = set()
+    for row in chunk_files(read_files(files), config):
+        if row["kind"] == "chunk" and row["chunk_id"] not in known_ids:
+            key = text_key(row)
+            if key in first:
+                copies.append(row)
+                continue
+            first.add(key)
+        rows.append(row)
     pending = sum(1 for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known_ids)
     progress(f"embedding: {pending} new chunks")
     embedded = []
@@ -241,7 +268,18 @@ def local_engine(
                 done += 1
                 if done % ROWS_PER_ENCODE == 0 or done == pending:
                     progress(f"embedding: {done}/{pending} chunks")
-    return embedded
+    copied = {text_key(c) for c in copies}
+    vectors = {
+        text_key(r): {"vector": r["vector"], "unit_vectors": r["unit_vectors"]}
+        for r in embedded
+        if r["kind"] == "chunk" and r["vector"] is not None and text_key(r) in copied
+    }
+    return embedded + [{**row, **vectors[text_key(row)]} for row in copies]
+
+
+def text_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What a chunk's vectors depend on: its heading path and text (not its document)."""
+    return (tuple(row["section_path"]), row["text"])
 
 
 def run_ingest(
@@ -256,6 +294,47 @@ def run_ingest(
     progress: Progress = no_progress,
     before_publish: Any = None,
     reuse: bool = True,
+    wait: bool = False,
+    keep_versions: int = Settings.keep_versions,
+) -> IngestReport:
+    """Build and publish a new index version from `sources`; the previous version serves until the switch.
+
+    The whole build holds the index's writer lock (`IndexLockedError` when another ingest has it, unless
+    `wait`). Staging folders of dead builds are removed first; old versions after a successful publish.
+    """
+    with writer_lock(index_dir, wait=wait):
+        for name in remove_dead_staging(index_dir):
+            progress(f"removed {name}, left by a build that died")
+        report = _build(
+            sources,
+            index_dir,
+            config,
+            engine=engine,
+            engine_name=engine_name,
+            master=master,
+            flat_index_max=flat_index_max,
+            progress=progress,
+            before_publish=before_publish,
+            reuse=reuse,
+        )
+        if not report.unchanged:
+            for name in prune_versions(index_dir, keep_versions):
+                progress(f"retention: removed version {name} (keeping the newest {keep_versions})")
+        return report
+
+
+def _build(
+    sources: Sequence[str | Path],
+    index_dir: Path,
+    config: IngestConfig,
+    *,
+    engine: Engine,
+    engine_name: str,
+    master: str,
+    flat_index_max: int,
+    progress: Progress,
+    before_publish: Any,
+    reuse: bool,
 ) -> IngestReport:
     """Build and publish a new index version from `sources`; the previous version serves until the switch."""
     started = time.perf_counter()
@@ -263,13 +342,23 @@ def run_ingest(
     files, skipped = scan_sources(sources)
     progress(f"scan: {len(files)} files ({len(skipped)} skipped before parsing)")
 
-    previous = read_manifest(index_dir)
+    try:
+        previous = read_manifest(index_dir)
+    except IndexStoreError as exc:
+        progress(f"the serving version is damaged, building from scratch: {exc}")
+        previous = None
     reusable = reuse and previous is not None and _same_build_settings(previous, config)
     previous_files = {f["source_path"]: f for f in previous.get("files", [])} if reusable and previous else {}
     unchanged_files = [f for f in files if previous_files.get(f.source_path, {}).get("sha256") == f.sha256]
     unchanged_paths = {f.source_path for f in unchanged_files}
     changed_files = [f for f in files if f.source_path not in unchanged_paths]
-    if reusable and previous and not changed_files and set(previous_files) == {f.source_path for f in files}:
+    if (
+        reusable
+        and previous
+        and not changed_files
+        and set(previous_files) == {f.source_path for f in files}
+        and _sound(index_dir, progress)
+    ):
         version = previous["version"]
         progress(f"unchanged: all {len(files)} files match version {version}; nothing to do")
         counts = previous["counts"]
@@ -281,6 +370,7 @@ def run_ingest(
             counts["chunks"],
             0,
             counts["chunks"],
+            0,
             tuple(previous.get("skipped", [])),
             engine_name,
             master,
@@ -288,7 +378,22 @@ def run_ingest(
             stages,
         )
 
-    reused_rows, known_vectors = _previous_rows(index_dir, unchanged_files) if reusable else ([], {})
+    try:
+        reused_rows, known_vectors = _previous_rows(index_dir, unchanged_files) if reusable else ([], {})
+    except IndexStoreError as exc:
+        progress(f"the serving version is damaged, building from scratch: {exc}")
+        return _build(
+            sources,
+            index_dir,
+            config,
+            engine=engine,
+            engine_name=engine_name,
+            master=master,
+            flat_index_max=flat_index_max,
+            progress=progress,
+            before_publish=before_publish,
+            reuse=False,
+        )
     progress(
         f"reuse: {len(unchanged_files)} unchanged files ({len(reused_rows)} chunks); "
         f"processing {len(changed_files)} new or changed files"
@@ -303,7 +408,7 @@ def run_ingest(
     previous_fingerprint = previous.get("model", {}).get("fingerprint") if previous else None
     if identity and reused_rows and previous_fingerprint not in (None, identity["fingerprint"]):
         progress("model changed under the same name: re-embedding everything")
-        return run_ingest(
+        return _build(
             sources,
             index_dir,
             config,
@@ -316,15 +421,14 @@ def run_ingest(
             reuse=False,
         )
 
-    embedded = 0
     chunk_rows = list(reused_rows)
+    reused_ids = {r["chunk_id"] for r in reused_rows}
     for row in rows:
         if row["kind"] != "chunk":
             continue
         if row["vector"] is None:
             row = {**row, **known_vectors[row["chunk_id"]]}
-        else:
-            embedded += 1
+            reused_ids.add(row["chunk_id"])
         chunk_rows.append(row)
     new_docs = [r for r in rows if r["kind"] == "doc"]
     file_hashes = {f.source_path: f for f in files}
@@ -346,10 +450,13 @@ def run_ingest(
             f"No ingestible documents in {', '.join(map(str, sources))} ({len(skipped)} files skipped): "
             "the previous index is untouched"
         )
-    progress(f"chunks: {len(chunk_rows)} ({embedded} embedded, {len(chunk_rows) - embedded} reused)")
-
     chunk_rows.sort(key=lambda r: (r["source_path"], r["start"], r["chunk_id"]))
     chunk_rows = _dedupe_ids(chunk_rows)
+    fresh = [r for r in chunk_rows if r["chunk_id"] not in reused_ids]
+    embedded = len({text_key(r) for r in fresh})
+    reused = len(chunk_rows) - len(fresh)
+    duplicates = len(fresh) - embedded
+    progress(f"chunks: {len(chunk_rows)} ({embedded} embedded, {reused} reused, {duplicates} duplicate texts)")
     skipped.sort(key=lambda s: s["source_path"])
     manifest = {
         "model": identity,
@@ -358,7 +465,8 @@ def run_ingest(
             "documents": len(documents),
             "chunks": len(chunk_rows),
             "embedded": embedded,
-            "reused": len(chunk_rows) - embedded,
+            "reused": reused,
+            "duplicates": duplicates,
             "skipped": len(skipped),
         },
         "files": sorted(documents, key=lambda d: d["source_path"]),
@@ -382,13 +490,24 @@ def run_ingest(
         len(documents),
         len(chunk_rows),
         embedded,
-        len(chunk_rows) - embedded,
+        reused,
+        duplicates,
         tuple(skipped),
         engine_name,
         master,
         round(time.perf_counter() - started, 3),
         stages,
     )
+
+
+def _sound(index_dir: Path, progress: Progress) -> bool:
+    """Whether the serving version loads; a damaged one is rebuilt even when no source changed."""
+    try:
+        load_version(serving_path(index_dir))
+    except IndexStoreError as exc:
+        progress(f"the serving version is damaged, publishing a repaired one: {exc}")
+        return False
+    return True
 
 
 def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool:

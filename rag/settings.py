@@ -36,6 +36,10 @@ class Settings:
     arrow_batch_size: int = 1000  # rows per Arrow batch between the JVM and Python workers
     threads_per_task: int = 1  # torch/OMP threads in each Spark task: tasks x threads <= cores
     flat_index_max: int = 50_000  # exact search stays under 5 ms/query up to here (benchmarks/index_recall.py)
+    keep_versions: int = 3  # complete versions kept after a publish (plus any a running server holds)
+
+    # serving
+    reload_interval_s: float = 5.0  # how often servers look at CURRENT for a new version; 0 never
 
     # retrieval (first stage; the second stage's weights are data: rag/ranker.json)
     retrieval_mode: str = "hybrid"  # dense | bm25 | hybrid
@@ -69,7 +73,7 @@ class Settings:
     ui_host: str = "127.0.0.1"
     ui_port: int = 7860
     ui_concurrency: int = 8
-    ui_auth: str = ""  # "user:password" turns on basic auth
+    ui_auth: str = ""  # "user:password" turns on the login form (rate-limited per client: ui/guard.py)
 
     def __post_init__(self) -> None:
         if self.chunk_size < 100:
@@ -78,8 +82,12 @@ class Settings:
             raise ConfigurationError(
                 f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), got {self.chunk_overlap}"
             )
-        if self.top_k < 1:
-            raise ConfigurationError(f"top_k must be greater than 0, got {self.top_k}")
+        if not 1 <= self.top_k <= MAX_TOP_K:
+            raise ConfigurationError(f"top_k must be between 1 and {MAX_TOP_K}, got {self.top_k}")
+        if self.keep_versions < 1:
+            raise ConfigurationError(f"keep_versions must be at least 1, got {self.keep_versions}")
+        if self.reload_interval_s < 0:
+            raise ConfigurationError(f"reload_interval_s must be 0 (off) or more, got {self.reload_interval_s}")
         if self.retrieval_mode not in RETRIEVAL_MODES:
             raise ConfigurationError(
                 f"retrieval_mode must be one of {', '.join(RETRIEVAL_MODES)}, got {self.retrieval_mode!r}"
@@ -105,6 +113,8 @@ class Settings:
         return cls(**values)
 
 
+MAX_TOP_K = 50
+MAX_QUESTION_CHARS = 50_000  # a longer paste is refused (longer than max_question_chars is reduced first)
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
 ANSWERERS = ("extractive", "llm")
 LLM_PROVIDERS = ("openai", "ollama")
