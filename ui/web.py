@@ -31,6 +31,7 @@ from rag import (
     feedback_record,
 )
 from ui import render
+from ui.guard import guard_middleware
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +235,10 @@ def answer_messages(answer: Answer) -> list[dict[str, Any]]:
 def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
     """The chat UI around an already-loaded assistant; launch it with `launch_options(settings)`."""
     handlers = ChatHandlers(assistant, settings)
-    status = render.render_status(assistant.status, retrieval=settings.retrieval_mode, answerer=settings.answerer)
+
+    def status() -> str:  # read on every page load: the server follows new index versions
+        return render.render_status(assistant.status, retrieval=settings.retrieval_mode, answerer=settings.answerer)
+
     with gr.Blocks(title=TITLE, analytics_enabled=False) as app:
         gr.Markdown(f"## {TITLE}\n{INTRO}")
         turns = gr.State([])
@@ -313,6 +317,7 @@ def launch_options(settings: Settings) -> dict[str, Any]:
         "footer_links": ["api"],
         "ssr_mode": False,
         "show_error": False,
+        "app_kwargs": {"middleware": guard_middleware()},  # login back-off, no uploads, capped bodies
     }
 
 
@@ -321,6 +326,7 @@ def serve(settings: Settings) -> None:
     check_writable(settings.feedback_path)
     options = launch_options(settings)
     assistant = Assistant.from_settings(settings)
+    assistant.follow_versions()  # a nightly ingest is answered from without a restart
     app = build_app(assistant, settings)
     app.launch(**options)
 
