@@ -29,7 +29,15 @@ from rag.answering import AnswerShape, Draft, abstain, extract_answer
 from rag.embedding import Embedder, load_embedder, model_identity
 from rag.errors import GenerationError, QuestionError
 from rag.follow import VersionFollower
-from rag.index_store import load_index, load_version, read_pointer, read_synthetic, serving_path, summarize
+from rag.index_store import (
+    load_index,
+    load_version,
+    read_pointer,
+    read_synthetic,
+    read_version_manifest,
+    serving_path,
+    summarize,
+)
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
 from rag.query import Query, parse_query, rewrite_followup
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
@@ -93,7 +101,7 @@ class Assistant:
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Assistant:
         settings = settings or Settings.from_env()
-        serving_path(settings.index_dir)  # no index or a dangling CURRENT: say so before seconds on the model
+        read_version_manifest(serving_path(settings.index_dir))  # a missing or damaged index: say so before the model
         ranker, abstention = load_ranker(), load_abstention()  # a broken model file fails before the model loads
         embedder = load_embedder(settings.model, settings.query_threads)
         index = load_index(settings.index_dir, model_identity(embedder))
