@@ -76,20 +76,25 @@ class Turn:
     top_k: int
 
 
+def user_error(message: str) -> gr.Error:
+    """An error the API caller made: shown to them, logged on one line at most, never with a traceback."""
+    return gr.Error(message, print_exception=False)
+
+
 def flatten_history(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     """API history → `[{role, content}]` strings; accepts Gradio 6 content blocks or plain strings."""
     history = []
     for number, message in enumerate(messages, start=1):
         role = message.get("role") if isinstance(message, Mapping) else None
         if role not in ("user", "assistant"):
-            raise gr.Error(f"history[{number}]: role must be 'user' or 'assistant', got {role!r}")
+            raise user_error(f"history[{number}]: role must be 'user' or 'assistant', got {role!r}")
         if (message.get("metadata") or {}).get("title"):
             continue  # a sources/thought message, not something anyone said
         content = message.get("content", "")
         if isinstance(content, list):
             content = " ".join(block.get("text", "") for block in content if isinstance(block, Mapping))
         if not isinstance(content, str):
-            raise gr.Error(f"history[{number}]: content must be text")
+            raise user_error(f"history[{number}]: content must be text")
         history.append({"role": role, "content": content})
     return history
 
@@ -198,12 +203,13 @@ class ChatHandlers:
     ) -> dict[str, Any]:
         """Answer `question` after `history` ([{role, content}], oldest first); returns the Answer as JSON."""
         if not (question or "").strip():
-            raise gr.Error(EMPTY_HINT)
+            raise user_error(EMPTY_HINT)
         turns = flatten_history(history or [])
         try:
             answer = self.assistant.ask(question, turns, top_k=top_k, retrieval=retrieval, answerer=answerer)
         except KafkaRagError as exc:
-            raise gr.Error(str(exc)) from exc
+            log.warning("API question refused: %s", exc)
+            raise user_error(str(exc)) from exc
         except Exception as exc:
             log.exception("assistant failed on an API question")
             raise gr.Error(ERROR_TEXT) from exc
@@ -282,7 +288,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
                 label="Answerer",
                 info="extractive works offline; llm needs KAFKA_RAG_LLM_MODEL and an endpoint",
             )
-        gr.Markdown(status, elem_id="index-status")
+        footer = gr.Markdown(status(), elem_id="index-status")
 
         ask_inputs = [textbox, chatbot, turns, top_k, retrieval, answerer]
         for trigger in (textbox.submit, send.click):
@@ -291,6 +297,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         new_chat.click(lambda: ([], []), None, [chatbot, turns], api_visibility="private")
         chatbot.clear(lambda: [], None, [turns], api_visibility="private")
         gr.api(handlers.ask, api_name="ask")
+        app.load(status, None, footer, api_visibility="private")  # the version served now, on every page load
     app.queue(default_concurrency_limit=settings.ui_concurrency, max_size=QUEUE_MAX_SIZE)
     return app
 
