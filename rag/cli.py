@@ -204,6 +204,9 @@ def _ask(args: argparse.Namespace) -> int:
         question = question.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
     if not question.strip():  # refuse before spending seconds on loading the model
         raise QuestionError("The question is empty: type a question or paste an error message")
+    from rag.service import check_question
+
+    check_question(question, (), 1)  # the length now; --top-k is checked by Settings
     assistant = _assistant(args)
     answer = assistant.ask(question)
     if args.json:
