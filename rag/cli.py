@@ -199,7 +199,8 @@ def _assistant(args: argparse.Namespace):
 def _ask(args: argparse.Namespace) -> int:
     question = args.question
     if question in (None, "-"):
-        question = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+        stream = getattr(sys.stdin, "buffer", None)  # bytes, so undecodable input cannot crash the read
+        question = stream.read().decode("utf-8", errors="replace") if stream else sys.stdin.read()
     else:  # an argument that is not UTF-8 arrives with surrogate escapes: make them replacement characters
         question = question.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
     if not question.strip():  # refuse before spending seconds on loading the model
@@ -219,9 +220,13 @@ def _ask(args: argparse.Namespace) -> int:
 def _print_json(data: object) -> None:
     """JSON on stdout as UTF-8 whatever the locale; text that is not valid Unicode becomes U+FFFD."""
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        sys.stdout.write(text)
+        return
     sys.stdout.flush()
-    sys.stdout.buffer.write(text.encode("utf-8", errors="replace"))
-    sys.stdout.buffer.flush()
+    stream.write(text.encode("utf-8", errors="replace"))
+    stream.flush()
 
 
 def _index_list(args: argparse.Namespace) -> int:

@@ -302,6 +302,9 @@ def run_ingest(
     The whole build holds the index's writer lock (`IndexLockedError` when another ingest has it, unless
     `wait`). Staging folders of dead builds are removed first; old versions after a successful publish.
     """
+    for source in sources:  # before the lock, which creates the index folder
+        if not Path(source).exists():
+            raise SourceNotFoundError(f"Source path {source} does not exist: pass a folder or file of documents")
     with writer_lock(index_dir, wait=wait):
         for name in remove_dead_staging(index_dir):
             progress(f"removed {name}, left by a build that died")

@@ -55,11 +55,14 @@ def _by_id(index_dir: Path) -> dict[str, dict]:
 
 
 def _snapshot(index_dir: Path) -> dict[str, str]:
-    """Every file under the index with a hash of its bytes: what 'untouched' means."""
+    """Every file under the index with a hash of its bytes: what 'untouched' means.
+
+    The writer lock file is left out: every ingest records its pid and start time there.
+    """
     return {
         p.relative_to(index_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(index_dir.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name != ".lock"
     }
 
 
@@ -118,7 +121,14 @@ def test_full_ingest_publishes_a_complete_manifest(built):
 
     counts = manifest["counts"]
     chunks = report.chunks
-    assert counts == {"documents": 5, "chunks": chunks, "embedded": chunks, "reused": 0, "skipped": 0}
+    assert counts == {
+        "documents": 5,
+        "chunks": chunks,
+        "embedded": chunks,
+        "reused": 0,
+        "duplicates": 0,
+        "skipped": 0,
+    }
     assert (report.unchanged, report.documents, report.embedded, report.reused) == (False, 5, chunks, 0)
     assert report.chunks == sum(f["chunks"] for f in manifest["files"]) > 100
     assert report.engine == "local" and report.skipped == ()
@@ -379,6 +389,7 @@ def test_cli_json_prints_the_report(workspace):
         "chunks",
         "embedded",
         "reused",
+        "duplicates",
         "skipped",
         "engine",
         "master",
