@@ -54,7 +54,7 @@ def test_a_huge_question_is_refused_in_one_line_before_the_model_loads(tmp_path)
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        "kafka-rag: The question is 10,800,000 characters long, over the limit of 50,000: "
+        "kafka-rag: The question is 10,800,000 characters long, over the limit of 250,000: "
         "paste the error message and the lines around it, not the whole log"
     ]
     assert time.monotonic() - started < 30
@@ -84,9 +84,9 @@ def test_the_service_refuses_top_k_out_of_range(assistant, top_k):
 
 @pytest.mark.slow
 def test_the_service_caps_questions_and_history(assistant):
-    with pytest.raises(QuestionError, match="over the limit of 50,000"):
-        assistant.ask("x" * 50_001)
-    history = [{"role": "user", "content": "y" * 50_000}] * 5
+    with pytest.raises(QuestionError, match="over the limit of 250,000"):
+        assistant.ask("x" * 250_001)
+    history = [{"role": "user", "content": "y" * 250_000}] * 5
     with pytest.raises(QuestionError, match="start a new conversation"):
         assistant.ask(QUESTION, history)
     assert assistant.ask(QUESTION, top_k=50).citations

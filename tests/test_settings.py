@@ -65,7 +65,7 @@ def test_from_env_reads_os_environ_by_default(monkeypatch):
         ({"KAFKA_RAG_TOP_K": "five"}, "KAFKA_RAG_TOP_K='five' is not a valid int"),
         ({"KAFKA_RAG_TOP_K": "2.5"}, "KAFKA_RAG_TOP_K='2.5' is not a valid int"),
         ({"KAFKA_RAG_DENSE_WEIGHT": "heavy"}, "KAFKA_RAG_DENSE_WEIGHT='heavy' is not a valid float"),
-        ({"KAFKA_RAG_TOP_K": "0"}, "top_k must be greater than 0, got 0"),
+        ({"KAFKA_RAG_TOP_K": "0"}, "top_k must be between 1 and 50, got 0"),
         ({"KAFKA_RAG_RETRIEVAL_MODE": "semantic"}, "retrieval_mode must be one of dense, bm25, hybrid, got 'semantic'"),
         ({"KAFKA_RAG_ANSWERER": "gpt"}, "answerer must be one of extractive, llm, got 'gpt'"),
         ({"KAFKA_RAG_LLM_PROVIDER": "azure"}, "llm_provider must be one of openai, ollama, got 'azure'"),

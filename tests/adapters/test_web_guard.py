@@ -81,8 +81,8 @@ def test_an_oversized_request_body_is_413_before_gradio_reads_it(spy, web_settin
 def test_questions_over_the_cap_and_top_k_out_of_range_get_clear_errors_not_tracebacks(spy, web_settings, capfd):
     with launched(spy, web_settings) as url:
         client = Client(url, verbose=False)
-        with pytest.raises(AppError, match="over the limit of 50,000"):
-            client.predict("x " * 30_000, [], api_name="/ask")
+        with pytest.raises(AppError, match="over the limit of 250,000"):
+            client.predict("x " * 130_000, [], api_name="/ask")
         for top_k in (0, -3, 51, 100_000):
             with pytest.raises(AppError, match="top_k must be a whole number from 1 to 50"):
                 client.predict(QUESTION, [], top_k, api_name="/ask")
