@@ -84,7 +84,7 @@ def test_invalid_values_raise_configuration_error_with_the_message(environ, mess
 
 
 def test_invalid_override_is_checked_too():
-    with pytest.raises(ConfigurationError, match=r"^top_k must be greater than 0, got -2$"):
+    with pytest.raises(ConfigurationError, match=r"^top_k must be between 1 and 50, got -2$"):
         Settings.from_env({}, top_k=-2)
 
 
