@@ -9,6 +9,10 @@ and the old one keeps serving until `CURRENT` changes again.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import gc
 import logging
 import threading
 from collections.abc import Callable
@@ -22,6 +26,16 @@ from rag.index_store import read_pointer, serving_path
 log = logging.getLogger(__name__)
 
 Loaded = TypeVar("Loaded")
+RELEASE_AFTER_S = 15.0  # longer than any request takes, so the old version is no longer referenced
+
+
+def release_memory() -> None:
+    """Collect the old version's objects and return freed heap pages to the OS (glibc keeps them otherwise)."""
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if name:
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+            ctypes.CDLL(name).malloc_trim(0)
 
 
 class VersionFollower(Generic[Loaded]):
@@ -103,6 +117,11 @@ class VersionFollower(Generic[Loaded]):
         self._swap(loaded)
         log.info("Now serving index version %s (was %s)", pointer, self.serving)
         self.serving, self._refused = pointer, None
+        del loaded
+        # Requests that started on the old version end within seconds; then give its memory back.
+        timer = threading.Timer(RELEASE_AFTER_S, release_memory)
+        timer.daemon = True
+        timer.start()
 
     def _refuse(self, pointer: str, message: str) -> None:
         if pointer != self._refused:

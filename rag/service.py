@@ -32,7 +32,6 @@ from rag.follow import VersionFollower
 from rag.index_store import (
     load_index,
     load_version,
-    read_pointer,
     read_synthetic,
     read_version_manifest,
     serving_path,
@@ -139,15 +138,11 @@ class Assistant:
         self._retriever = retriever  # one reference assignment: requests hold the retriever they started with
 
     @property
-    def index_pointer(self) -> str | None:
-        """The version `CURRENT` names right now (it may not be loaded yet)."""
-        return read_pointer(self.settings.index_dir)
-
-    @property
     def status(self) -> IndexStatus:
-        summary = summarize(self._retriever.index.manifest)
+        retriever = self._retriever
+        summary = summarize(retriever.index.manifest)
         return IndexStatus(
-            version=summary["version"] or "",
+            version=retriever.version,  # the folder it was loaded from, as `Answer.index_version` says
             documents=summary["documents"],
             chunks=summary["chunks"],
             model=summary["model"] or "",
