@@ -53,4 +53,4 @@ lint: venv
 	$(BIN)/mypy
 
 clean:
-	rm -rf index/CURRENT index/versions evals/runs
+	rm -rf index/CURRENT index/versions index/.lock index/holds evals/runs

@@ -1,7 +1,9 @@
 """Soak test: a served index under steady load while new versions are published under it.
 
 `kafka-rag serve` runs on 127.0.0.1 over a private copy of an index; N users ask without pause through
-the HTTP API for the whole run; meanwhile three versions are published into the same index folder:
+the HTTP API for the whole run; meanwhile three versions are published into the same index folder, at
+1/5, 2/5 and 3/5 of the run (each after the one before has finished; the load goes on at least 30 s past
+the last):
 
   1. a real `kafka-rag ingest` of the corpus with one paragraph added (a new version, a few chunks embedded),
   2. a damaged version: the serving version's folder copied under a new name with its `faiss.index` cut
@@ -40,6 +42,7 @@ from rag.index_store import current_version, new_version_name, switch_pointer  #
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_RAG = Path(sys.executable).with_name("kafka-rag")
+TAIL_S = 30.0  # load after the last publish (the server returns an old version's memory 15 s after a swap)
 
 
 def rss_kib(pid: int) -> int:
@@ -68,6 +71,30 @@ def loaded_version_mib(index_dir: Path) -> float:
     after = rss_kib(os.getpid())
     del retriever
     return round((after - before) / 1024, 1)
+
+
+def swap_growth_mib(index_dir: Path, swaps: int = 8) -> list[int]:
+    """RSS (MiB) of one Assistant after each of `swaps` version swaps, asked between swaps: flat means no leak."""
+    from rag import Assistant, Settings
+    from rag.follow import release_memory
+
+    work = Path(tempfile.mkdtemp(prefix="kafka-rag-swaps-"))
+    copy = work / "index"
+    shutil.copytree(index_dir, copy, ignore=shutil.ignore_patterns(".lock", "holds"))
+    assistant = Assistant.from_settings(Settings.from_env({}, index_dir=copy, reload_interval_s=0))
+    sizes = []
+    for swap in range(swaps + 1):
+        if swap:
+            version = new_version_name()
+            shutil.copytree(copy / "versions" / (current_version(copy) or ""), copy / "versions" / version)
+            switch_pointer(copy, version)
+            assistant.refresh_index()
+        for question in ("what does error code 121 mean", "how do I fix a rebalance storm"):
+            assistant.ask(question)
+        release_memory()
+        sizes.append(rss_kib(os.getpid()) // 1024)
+    shutil.rmtree(work, ignore_errors=True)
+    return sizes
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -174,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         load.start()
         target_file = sorted(p for p in corpus.rglob("*") if p.is_file())[0]
         for number, kind in enumerate(("ingest", "damaged", "ingest"), start=1):
-            time.sleep(max(started + args.seconds * number / 4 - time.monotonic(), 0))
+            time.sleep(max(started + args.seconds * number / 5 - time.monotonic(), 0))
             at = time.monotonic()
             if kind == "ingest":
                 with target_file.open("a", encoding="utf-8") as handle:
@@ -198,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                 switch_pointer(index_dir, version)
             published.append({"kind": kind, "version": version, "started_s": round(at - started, 1)})
             published[-1]["published_at"] = time.monotonic()
-        time.sleep(max(started + args.seconds - time.monotonic(), 0))
+        # Keep the load on past the last swap, long enough for the old version's memory to be returned.
+        time.sleep(max(started + args.seconds - time.monotonic(), TAIL_S))
         load.join()
         sampling.set()
         sampler.join(5)
@@ -238,10 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         "tracebacks_in_server_log": sum("Traceback" in line for line in log_lines),
         "version_mib_on_disk": round(version_bytes / 1_048_576, 1),
         "version_mib_loaded": loaded_version_mib(args.index),
+        "rss_mib_one_process_before_and_after_each_of_8_swaps": swap_growth_mib(args.index),
         "rss_mib_peak_before_swaps": round(rss_before / 1024, 1),
         "rss_mib_peak": round(rss_peak / 1024, 1),
         "rss_mib_growth": round((rss_peak - rss_before) / 1024, 1),
         "rss_mib_at_end": round((rss[-1][1] if rss else 0) / 1024, 1),
+        "rss_mib_growth_at_end": round(((rss[-1][1] if rss else 0) - rss_before) / 1024, 1),
         "cores": os.cpu_count(),
     }
     print(json.dumps(result, indent=2))
