@@ -15,7 +15,7 @@ from typing import Any
 
 from rag.errors import IndexNotFoundError, IndexStoreError
 from rag.index_lock import held_versions, writer_lock
-from rag.index_store import load_version, read_pointer, read_version_manifest, switch_pointer
+from rag.index_store import VERSION_PARTS, load_version, read_pointer, read_version_manifest, switch_pointer
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def list_versions(index_dir: Path) -> list[VersionInfo]:
         try:
             manifest = read_version_manifest(path)
             counts, problem, built = manifest["counts"], "", str(manifest.get("built_at", ""))
-            missing = [p for p in ("chunks.parquet", "faiss.index", "bm25") if not (path / p).exists()]
+            missing = [p for p in VERSION_PARTS if not (path / p).exists()]
             if missing:
                 problem = f"missing {', '.join(missing)}"
         except IndexStoreError as exc:

@@ -235,16 +235,22 @@ def _damage(index_dir: Path, case: str) -> tuple[str, str]:
         data = json.loads(manifest.read_text())
         data["schema_version"] = 99
         manifest.write_text(json.dumps(data))
-        return str(manifest), "is index schema version 99, this code reads version 1"
+        return str(manifest), "is index schema version 99, this code reads version 2"
     if case == "current-dangling":
         (index_dir / "CURRENT").write_text("20000101T000000000000Z\n")
         return str(index_dir / "CURRENT"), "names version 20000101T000000000000Z, but"
-    if case == "parquet-missing":
-        (version / "chunks.parquet").unlink()
-        return str(version / "chunks.parquet"), "is missing"
-    if case == "parquet-truncated":
-        _truncate(version / "chunks.parquet")
-        return str(version / "chunks.parquet"), "is unreadable"
+    if case == "chunks-missing":
+        (version / "chunks.arrow").unlink()
+        return str(version / "chunks.arrow"), "is missing"
+    if case == "chunks-truncated":
+        _truncate(version / "chunks.arrow")
+        return str(version / "chunks.arrow"), "is unreadable"
+    if case == "vectors-truncated":
+        _truncate(version / "vectors.f32")
+        return str(version / "vectors.f32"), "is unreadable"
+    if case == "units-missing":
+        (version / "units.f16").unlink()
+        return str(version / "units.f16"), "is missing"
     if case == "bm25-missing":
         shutil.rmtree(version / "bm25")
         return str(version / "bm25"), "is missing"
@@ -264,8 +270,10 @@ DAMAGE = (
     "manifest-missing",
     "schema-version",
     "current-dangling",
-    "parquet-missing",
-    "parquet-truncated",
+    "chunks-missing",
+    "chunks-truncated",
+    "vectors-truncated",
+    "units-missing",
     "bm25-missing",
     "bm25-truncated",
     "faiss-truncated",
