@@ -25,8 +25,8 @@ def _publish_copy(index_dir, *, damage: bool = False) -> str:
     version = new_version_name()
     shutil.copytree(index_dir / "versions" / current_version(index_dir), index_dir / "versions" / version)
     if damage:
-        parquet = index_dir / "versions" / version / "chunks.parquet"
-        parquet.write_bytes(parquet.read_bytes()[:64])
+        chunks = index_dir / "versions" / version / "chunks.arrow"
+        chunks.write_bytes(chunks.read_bytes()[:64])
     switch_pointer(index_dir, version)
     return version
 
@@ -60,5 +60,5 @@ def test_refresh_swaps_in_a_new_version_and_refuses_a_damaged_one(seeds_index, s
     assert answer.index_version == second and answer.citations
     lines = [r for r in caplog.records if damaged in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.ERROR and lines[0].exc_info is None
-    assert "chunks.parquet is unreadable" in lines[0].getMessage()
+    assert "chunks.arrow is unreadable" in lines[0].getMessage()
     assert f"still serving {second}" in lines[0].getMessage()
