@@ -10,7 +10,9 @@ and chunks of changed files whose content hash is known reuse their vectors too.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -20,7 +22,7 @@ from typing import Any
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
 from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
-from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, all_cores, load_embedder, model_identity
+from rag.embedding import Embedder, ModelIdentity, load_embedder, model_identity
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
 from rag.settings import Settings
@@ -43,6 +45,8 @@ class IngestConfig:
     chunk_overlap: int
     encode_batch_size: int = 16
     threads_per_task: int = 1
+    embed_backend: str = Settings.embed_backend
+    model_cache_dir: str = str(Settings.model_cache_dir)  # "~" expands on each executor's machine
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestConfig:
@@ -52,6 +56,8 @@ class IngestConfig:
             settings.chunk_overlap,
             settings.encode_batch_size,
             settings.threads_per_task,
+            settings.embed_backend,
+            str(settings.model_cache_dir),
         )
 
     def chunker(self) -> dict[str, Any]:
@@ -147,7 +153,7 @@ def embed_rows(
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
     driver can record it without loading the model itself.
     """
-    embedder: SentenceTransformerEmbedder | None = None
+    embedder: Embedder | None = None
     batch: list[dict[str, Any]] = []
     seconds = 0.0
 
@@ -171,7 +177,9 @@ def embed_rows(
             yield row
             continue
         if embedder is None:
-            embedder = load_embedder(config.model, config.threads_per_task)
+            embedder = load_embedder(
+                config.model, config.embed_backend, config.threads_per_task, Path(config.model_cache_dir)
+            )
         batch.append(row)
         if len(batch) >= ROWS_PER_ENCODE:
             yield from flush()
@@ -228,19 +236,22 @@ Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str], Progress], li
 def local_engine(
     files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str], progress: Progress = no_progress
 ) -> list[dict[str, Any]]:
-    """The same stages as the Spark job, in this process, reporting embedding progress."""
+    """The same stages as the Spark job, in this process, reporting embedding progress.
+
+    The embedder gets every core: here it is the only work in its process, while a Spark task or a server
+    shares the cores."""
+    config = dataclasses.replace(config, threads_per_task=os.cpu_count() or 1)
     rows = list(chunk_files(read_files(files), config))
     pending = sum(1 for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known_ids)
     progress(f"embedding: {pending} new chunks")
     embedded = []
     done = 0
-    with all_cores():
-        for row in embed_rows(rows, config, known_ids):
-            embedded.append(row)
-            if row["kind"] == "chunk" and row["chunk_id"] not in known_ids:
-                done += 1
-                if done % ROWS_PER_ENCODE == 0 or done == pending:
-                    progress(f"embedding: {done}/{pending} chunks")
+    for row in embed_rows(rows, config, known_ids):
+        embedded.append(row)
+        if row["kind"] == "chunk" and row["chunk_id"] not in known_ids:
+            done += 1
+            if done % ROWS_PER_ENCODE == 0 or done == pending:
+                progress(f"embedding: {done}/{pending} chunks")
     return embedded
 
 
@@ -392,7 +403,14 @@ def run_ingest(
 
 
 def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool:
-    return previous.get("model", {}).get("name") == config.model and previous.get("chunker") == config.chunker()
+    """Vectors are reused only from a build with the same model on the same backend, so the manifest's
+    backend is the one that made every vector in the index."""
+    model = previous.get("model", {})
+    return (
+        model.get("name") == config.model
+        and model.get("backend") == config.embed_backend
+        and previous.get("chunker") == config.chunker()
+    )
 
 
 def _previous_rows(
@@ -419,7 +437,7 @@ def _model_entry(
                 f"Workers loaded different models for '{config.model}': check the model path on every node"
             )
         first = models[0]
-        identity = ModelIdentity(config.model, first["dimension"], first["fingerprint"])
+        identity = ModelIdentity(config.model, first["dimension"], first["fingerprint"], config.embed_backend)
         return {**asdict(identity), "metric": "inner_product"}
     return dict(previous["model"]) if previous else None
 

@@ -88,7 +88,9 @@ class Assistant:
         if current_version(settings.index_dir) is None:  # say so before spending seconds on the model
             raise IndexNotFoundError(f"No index at {settings.index_dir}/: run 'kafka-rag ingest' first")
         ranker, abstention = load_ranker(), load_abstention()  # a broken model file fails before the model loads
-        embedder = load_embedder(settings.model, settings.query_threads)
+        embedder = load_embedder(
+            settings.model, settings.embed_backend, settings.query_threads, settings.model_cache_dir
+        )
         index = load_index(settings.index_dir, model_identity(embedder))
         return cls(settings, Retriever(index, embedder), ranker, abstention)
 
