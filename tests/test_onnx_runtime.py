@@ -21,7 +21,9 @@ from tests.conftest import REPO
 MODEL_DIR = Path(resolve_model(DEFAULT_MODEL))
 GOLDEN_FILES = (REPO / "evals" / "golden.jsonl", REPO / "evals" / "golden_kafka_docs.jsonl")
 FP32_MIN_COSINE = 0.99  # the bar for mixing backends; measured 0.99999
-INT8_MIN_COSINE = 0.95  # measured 0.977; per-tensor int8 (0.90) or a broken graph fall below it
+# Measured min 0.985, mean 0.996 on these texts with the feed-forward down-projections in fp32; every weight
+# in per-channel int8 gave 0.977-0.986 / 0.993, per-tensor int8 0.90 / 0.91: the mean catches either.
+INT8_MIN_COSINE, INT8_MEAN_COSINE = 0.98, 0.995
 
 
 def golden_questions() -> list[str]:
@@ -74,7 +76,7 @@ def test_the_graphs_are_exported_into_the_cache_from_the_packaged_model(onnx_emb
     for quantized, graph in ((False, fp32), (True, int8)):
         assert graph.is_file() and graph.is_relative_to(fresh_cache)
         assert ensure_graph(MODEL_DIR, fresh_cache, quantized) == graph
-    assert int8.stat().st_size < fp32.stat().st_size / 3  # int8 weights: a quarter of the size
+    assert int8.stat().st_size < fp32.stat().st_size / 2  # int8 weights but the down-projections: 34 of 90 MB
     assert sorted(p.name for p in fp32.parent.iterdir()) == [".lock", "model-int8.onnx", "model.onnx"]
 
 
@@ -89,11 +91,10 @@ def test_onnx_vectors_agree_with_torch_on_golden_questions_and_chunks(torch_embe
 
 
 @pytest.mark.slow
-def test_int8_vectors_stay_close_to_torch_but_below_the_mixing_bar(torch_embedder, int8_embedder, agreement_texts):
+def test_int8_vectors_stay_close_to_torch(torch_embedder, int8_embedder, agreement_texts):
     agreement = cosines(int8_embedder.encode(agreement_texts, batch_size=16), torch_embedder.encode(agreement_texts))
     assert agreement.min() >= INT8_MIN_COSINE
-    assert agreement.mean() >= 0.985
-    assert agreement.min() < FP32_MIN_COSINE  # why int8 gets its own fingerprint: these vectors do move
+    assert agreement.mean() >= INT8_MEAN_COSINE
 
 
 @pytest.mark.slow
