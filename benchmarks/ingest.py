@@ -15,7 +15,7 @@ For each corpus (`seeds/`, and `../shared/corpora/kafka-docs/` when it exists):
 
 Targets on a 2-core machine: Spark embedding stage within 1.15x of the single-process encode; cold
 seeds ingest under 25 s including Spark start-up; unchanged re-ingest under 20% of a cold one.
-The built indexes are left in $TMPDIR/kafka-rag-bench/<corpus>/index (benchmarks/index_recall.py
+The built indexes are left in $TMPDIR/kafka-rag-bench/<corpus>/index (benchmarks/scale.py --source-index
 reads the kafka-docs one). Figures are wall-clock: on a shared machine, check `uptime` first.
 """
 

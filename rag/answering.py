@@ -24,7 +24,7 @@ from rag.query import Query
 from rag.ranking import Ranked
 from rag.retrieval import Candidate
 from rag.settings import Settings
-from rag.units import EvidenceUnit, build_units, render_unit
+from rag.units import EvidenceUnit, build_units, is_log, render_unit
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,8 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
 
 def _bucket(unit: EvidenceUnit) -> str:
     if unit.kind == "code":
+        if is_log(unit.parts[-1]):
+            return "cause"  # a log excerpt shows what the error looks like
         return "check" if _CHECK.search(unit.text) else "do"
     if _DO.search(unit.text):
         return "do"

@@ -59,6 +59,7 @@ def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
     ingest.add_argument("--model", help="embedding model name or local path")
     ingest.add_argument("--no-spark", action="store_true", help="embed in this process instead of on Spark")
     ingest.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    ingest.add_argument("--verbose", action="store_true", help="also show Spark's and the JVM's own log output")
     ingest.add_argument("--json", action="store_true", help="print a machine-readable summary")
     ingest.add_argument("--sample", action="store_true", help="then show the best passages for a sample question")
     ingest.set_defaults(handler=_ingest)
@@ -94,7 +95,8 @@ def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
 
 def _ingest(args: argparse.Namespace) -> int:
     from rag.index_store import read_manifest, summarize
-    from rag.ingest import IngestConfig, no_progress, run_ingest
+    from rag.ingest import IngestConfig, run_ingest
+    from rag.progress import console_progress
 
     settings = Settings.from_env(index_dir=args.index, model=args.model, spark_master=args.master)
     sources = args.sources or list(settings.sources)
@@ -102,26 +104,25 @@ def _ingest(args: argparse.Namespace) -> int:
     if missing:
         raise SourceNotFoundError(f"Source path {missing[0]} does not exist: pass a folder or file of documents")
     config = IngestConfig.from_settings(settings)
-    quiet = args.quiet or args.json
-    progress = no_progress if quiet else (lambda message: print(f"[ingest] {message}", file=sys.stderr, flush=True))
-    if args.no_spark:
-        report = run_ingest(
-            sources, settings.index_dir, config, flat_index_max=settings.flat_index_max, progress=progress
-        )
-    else:
-        from rag.spark_job import spark_engine
+    with console_progress(quiet=args.quiet or args.json) as progress:
+        if args.no_spark:
+            report = run_ingest(
+                sources, settings.index_dir, config, flat_index_max=settings.flat_index_max, progress=progress
+            )
+        else:
+            from rag.spark_job import spark_engine
 
-        progress(f"spark: starting {settings.spark_master}")
-        report = run_ingest(
-            sources,
-            settings.index_dir,
-            config,
-            engine=spark_engine(settings.spark_master, settings.arrow_batch_size),
-            engine_name="spark",
-            master=settings.spark_master,
-            flat_index_max=settings.flat_index_max,
-            progress=progress,
-        )
+            progress(f"spark: starting {settings.spark_master}")
+            report = run_ingest(
+                sources,
+                settings.index_dir,
+                config,
+                engine=spark_engine(settings.spark_master, settings.arrow_batch_size, verbose=args.verbose),
+                engine_name="spark",
+                master=settings.spark_master,
+                flat_index_max=settings.flat_index_max,
+                progress=progress,
+            )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not args.quiet:

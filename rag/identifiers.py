@@ -8,6 +8,7 @@ Identifiers are returned lower-cased with a kind prefix only for numeric error c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 # The class name alone (a package prefix would be rescanned from every word boundary: quadratic).
 _EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Exception|Error))\b")
@@ -104,3 +105,15 @@ def _is_config_key(candidate: str) -> bool:
         return False
     # Two-part keys are common English abbreviations too ("e.g", "vs.x"); ask for a config-ish word.
     return len(parts) >= 3 or any(part in _CONFIG_WORDS or "-" in part or "_" in part for part in parts)
+
+
+_ROW_HEAD = re.compile(r"^[^|\n]{1,80} \| (?:[^|\n]{1,16} \|)?", re.M)
+
+
+def defined_identifiers(section_path: Sequence[str], text: str) -> frozenset[str]:
+    """Identifiers a chunk defines rather than mentions: in its heading path, or leading a table row
+    (`INVALID_RECORD_STATE | 121 |` defines the error and its code)."""
+    defined = set(extract_identifiers(" ".join(section_path)))
+    for match in _ROW_HEAD.finditer(text):
+        defined.update(extract_identifiers(match.group(0)))
+    return frozenset(defined)

@@ -4,13 +4,18 @@
       CURRENT                      name of the serving version (replaced atomically with os.replace)
       versions/<version>/          one complete build
         manifest.json              what was built, from what, with which model and settings
-        chunks.parquet             the chunk table, vectors included (re-ingest reuses them)
-        faiss.index                inner-product index over L2-normalised vectors
-        bm25/                      the bm25s lexical index
+        chunks.arrow               the chunk table without vectors (Arrow IPC, memory-mapped when served)
+        vectors.f32                chunk vectors, float32 (chunks x dim), row i = chunk row i
+        units.f16                  evidence-unit vectors, float16 (units x dim), in chunk order
+        unit_offsets.i64           chunk row i's units are units[offsets[i]:offsets[i + 1]]
+        faiss.index, units.faiss   nearest-neighbour indexes over the two vector files (`rag.vector_index`)
+        bm25/                      the bm25s lexical index (memory-mapped when served)
       versions/.staging-<version>/ a build in progress; never read, removed on failure
 
-A build writes a staging folder, renames it into place, and only then swaps `CURRENT`: a crash or
-Ctrl-C at any point leaves the previous version serving and untouched.
+A build streams its rows into a staging folder (`VersionWriter`: no step holds the corpus' vectors),
+renames it into place, and only then swaps `CURRENT`: a crash or Ctrl-C at any point leaves the
+previous version serving and untouched. A serving process memory-maps the big files, so what it
+holds is what its queries touch, and several processes on one machine share the page cache.
 """
 
 from __future__ import annotations
@@ -19,13 +24,13 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,15 +38,22 @@ import pyarrow.parquet as pq
 from rag.chunking import lexical_text
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
+from rag.identifiers import defined_identifiers
 from rag.lexical import build_bm25, load_bm25, save_bm25
 from rag.synthetic import SyntheticQuery, synthetic_queries
 from rag.units import UNITS_VERSION
+from rag.vector_index import VectorSearch, build_vector_index, choose_index_type, write_vector_index
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KEEP_VERSIONS = 3
-HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 200  # benchmarks/index_recall.py: at 100k vectors 80 could not reach 0.98 recall@10
-HNSW_EF_SEARCH = 512  # 0.985 recall@10 of the golden questions at 100k, ~1 ms per query on one thread
+WRITE_BATCH_ROWS = 1024
+CHUNKS_FILE = "chunks.arrow"
+VECTORS_FILE = "vectors.f32"
+UNITS_FILE = "units.f16"
+UNIT_OFFSETS_FILE = "unit_offsets.i64"
+FAISS_FILE = "faiss.index"
+UNITS_FAISS_FILE = "units.faiss"
+SYNTHETIC_FILE = "synthetic_queries.parquet"
 
 CHUNK_SCHEMA = pa.schema(
     [
@@ -55,10 +67,10 @@ CHUNK_SCHEMA = pa.schema(
         ("start", pa.int64()),
         ("end", pa.int64()),
         ("url", pa.string()),
-        ("vector", pa.list_(pa.float32())),
-        ("unit_vectors", pa.list_(pa.list_(pa.float32()))),  # one per `rag.units.build_units` unit, in order
     ]
 )
+STORED_SCHEMA = CHUNK_SCHEMA.append(pa.field("defined", pa.list_(pa.string())))  # what the chunk defines
+VECTOR_FIELDS = ("vector", "unit_vectors")  # a chunk row's vectors: its own, and one per evidence unit
 
 
 @dataclass(frozen=True)
@@ -68,11 +80,17 @@ class LoadedIndex:
     version: str
     path: Path
     manifest: dict[str, Any]
-    chunks: pa.Table  # CHUNK_SCHEMA without the vector columns
-    vectors: np.ndarray  # float32 (n, dim), row i = chunk row i
-    unit_vectors: list[np.ndarray]  # per chunk row: float32 (units, dim)
-    faiss_index: faiss.Index
+    chunks: pa.Table  # STORED_SCHEMA, memory-mapped
+    vectors: np.ndarray  # float32 (chunks, dim), memory-mapped
+    units: np.ndarray  # float16 (units, dim), memory-mapped
+    unit_offsets: np.ndarray  # int64 (chunks + 1,)
+    dense: VectorSearch  # over `vectors`
+    unit_search: VectorSearch  # over `units`
     bm25: Any
+
+    def unit_vectors(self, row: int) -> np.ndarray:
+        """Chunk row `row`'s evidence-unit vectors as float32 (units, dim)."""
+        return np.asarray(self.units[self.unit_offsets[row] : self.unit_offsets[row + 1]], dtype=np.float32)
 
 
 def new_version_name() -> str:
@@ -94,100 +112,189 @@ def read_manifest(index_dir: Path) -> dict[str, Any] | None:
     return json.loads((index_dir / "versions" / version / "manifest.json").read_text(encoding="utf-8"))
 
 
+@dataclass(frozen=True)
+class StoredVersion:
+    """A published version's rows and vectors, memory-mapped: what a re-ingest carries over from it."""
+
+    path: Path
+    chunks: pa.Table
+    vectors: np.ndarray
+    units: np.ndarray
+    unit_offsets: np.ndarray
+
+    @classmethod
+    def open(cls, path: Path) -> StoredVersion:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        return cls(path, _open_chunks(path), *_vector_files(path, manifest))
+
+    def row_vectors(self, row: int) -> dict[str, np.ndarray]:
+        """Chunk row `row`'s `vector` and `unit_vectors` (float32)."""
+        offsets = self.unit_offsets
+        return {
+            "vector": np.asarray(self.vectors[row], dtype=np.float32),
+            "unit_vectors": np.asarray(self.units[offsets[row] : offsets[row + 1]], dtype=np.float32),
+        }
+
+    def rows(self, batch_rows: int = WRITE_BATCH_ROWS) -> Iterator[dict[str, Any]]:
+        """The chunk rows in stored order, each with its vectors, a batch at a time."""
+        row = 0
+        for batch in self.chunks.select(CHUNK_SCHEMA.names).to_batches(batch_rows):
+            for record in batch.to_pylist():
+                yield {**record, **self.row_vectors(row)}
+                row += 1
+
+
 def read_chunk_table(index_dir: Path) -> pa.Table | None:
-    """The serving version's chunk table with vectors (for re-ingest), or None without an index."""
+    """The serving version's chunk table with its vector columns, or None without an index. Holds the
+    whole version in memory: for tests, benchmarks and small corpora, never the serving path."""
     version = current_version(index_dir)
     if version is None:
         return None
-    return pq.read_table(index_dir / "versions" / version / "chunks.parquet")
+    return rows_to_table(
+        {**r, "vector": r["vector"].tolist(), "unit_vectors": r["unit_vectors"].tolist()}
+        for r in StoredVersion.open(index_dir / "versions" / version).rows()
+    )
 
 
-def choose_index_type(count: int, flat_max: int) -> dict[str, Any]:
-    """Exact search while it is cheap; HNSW above `flat_max` chunks (see benchmarks/index_recall.py)."""
-    if count <= flat_max:
-        return {"type": "Flat", "metric": "inner_product"}
-    return {
-        "type": f"HNSW{HNSW_M}",
-        "metric": "inner_product",
-        "M": HNSW_M,
-        "efConstruction": HNSW_EF_CONSTRUCTION,
-        "efSearch": HNSW_EF_SEARCH,
-    }
+class VersionWriter:
+    """Writes one version from chunk rows streamed in their final order (`add`), then publishes it.
 
+    Metadata goes to the Arrow file a batch at a time, vectors straight to their files; the indexes are
+    built from those files at `publish`. Use as a context manager: leaving it with an exception removes
+    the staging folder, so a failed build leaves nothing behind and the previous version serves.
+    """
 
-def build_faiss(vectors: np.ndarray, spec: Mapping[str, Any]) -> faiss.Index:
-    dimension = vectors.shape[1]
-    index: faiss.Index
-    if spec["type"] == "Flat":
-        index = faiss.IndexFlatIP(dimension)
-    else:
-        hnsw = faiss.IndexHNSWFlat(dimension, int(spec["M"]), faiss.METRIC_INNER_PRODUCT)
-        hnsw.hnsw.efConstruction = int(spec["efConstruction"])
-        hnsw.hnsw.efSearch = int(spec["efSearch"])
-        index = hnsw
-    if len(vectors):
-        index.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    return index
+    def __init__(self, index_dir: Path, *, flat_max: int) -> None:
+        self.index_dir = index_dir
+        self.flat_max = flat_max
+        versions = index_dir / "versions"
+        versions.mkdir(parents=True, exist_ok=True)
+        self.version = new_version_name()
+        self.staging = versions / f".staging-{self.version}"
+        self.staging.mkdir()
+        self._chunks = pa.ipc.new_file(str(self.staging / CHUNKS_FILE), STORED_SCHEMA)
+        self._vectors = (self.staging / VECTORS_FILE).open("wb")
+        self._units = (self.staging / UNITS_FILE).open("wb")
+        self._offsets = array("q", [0])
+        self._pending: list[Mapping[str, Any]] = []
+        self._seen: set[str] = set()
+        self.dimension = 0
+        self.rows = 0
+
+    def __enter__(self) -> VersionWriter:
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if error is not None:
+            self.abort()
+
+    def add(self, row: Mapping[str, Any]) -> bool:
+        """Append one chunk row (with `vector` and `unit_vectors`); False for a chunk id already written
+        (identical text under the same heading of the same document is one chunk, not two)."""
+        if row["chunk_id"] in self._seen:
+            return False
+        self._seen.add(row["chunk_id"])
+        self._pending.append(row)
+        self.rows += 1
+        if len(self._pending) >= WRITE_BATCH_ROWS:
+            self._flush()
+        return True
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        rows = self._pending
+        vectors = np.asarray([r["vector"] for r in rows], dtype=np.float32)
+        self.dimension = self.dimension or vectors.shape[1]
+        if vectors.shape[1] != self.dimension:
+            raise IndexStoreError(f"Vectors of dimension {vectors.shape[1]} and {self.dimension} in one build")
+        units = [np.asarray(r["unit_vectors"], dtype=np.float32).reshape(-1, self.dimension) for r in rows]
+        batch = {name: [r[name] for r in rows] for name in CHUNK_SCHEMA.names}
+        batch["defined"] = [sorted(defined_identifiers(r["section_path"], r["text"])) for r in rows]
+        self._chunks.write_batch(pa.RecordBatch.from_pydict(batch, schema=STORED_SCHEMA))
+        self._vectors.write(vectors.tobytes())
+        for row_units in units:
+            self._units.write(row_units.astype(np.float16).tobytes())
+            self._offsets.append(self._offsets[-1] + len(row_units))
+        self._pending = []
+
+    def publish(self, manifest: Mapping[str, Any], before_publish: Any = None) -> str:
+        """Build the indexes, write the manifest, move the folder into place and switch `CURRENT` to it.
+
+        `before_publish` is called after the version folder is complete and before the pointer moves
+        (tests use it to simulate a crash at the worst moment).
+        """
+        final = self.staging.parent / self.version
+        try:
+            self._flush()
+            self._chunks.close()
+            self._vectors.close()
+            self._units.close()
+            (self.staging / UNIT_OFFSETS_FILE).write_bytes(np.asarray(self._offsets, dtype=np.int64).tobytes())
+            shapes = {"chunks": self.rows, "units": self._offsets[-1], "dimension": self.dimension}
+            vectors, units, _ = _vector_files(self.staging, {"vectors": shapes})
+            dense = choose_index_type(self.rows, self.flat_max, self.dimension)
+            write_vector_index(build_vector_index(vectors, dense), self.staging / FAISS_FILE)
+            unit_index = choose_index_type(shapes["units"], self.flat_max, self.dimension)
+            write_vector_index(build_vector_index(units, unit_index), self.staging / UNITS_FAISS_FILE)
+            chunks = _open_chunks(self.staging)
+            save_bm25(build_bm25(_lexical_texts(chunks)), self.staging / "bm25")
+            pq.write_table(synthetic_table(chunks), self.staging / SYNTHETIC_FILE)
+            manifest = {
+                **manifest,
+                "schema_version": SCHEMA_VERSION,
+                "version": self.version,
+                "vectors": shapes,
+                "faiss": dense,
+                "units_faiss": unit_index,
+            }
+            (self.staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), "utf-8")
+            self.staging.rename(final)
+            if before_publish is not None:
+                before_publish(final)
+            _switch_pointer(self.index_dir, self.version)
+        except BaseException:
+            self.abort()
+            if current_version(self.index_dir) != self.version:  # never published: nothing may keep it
+                shutil.rmtree(final, ignore_errors=True)
+            raise
+        _prune_old_versions(self.staging.parent, keep=self.version)
+        return self.version
+
+    def abort(self) -> None:
+        for handle in (self._chunks, self._vectors, self._units):
+            handle.close()
+        shutil.rmtree(self.staging, ignore_errors=True)
 
 
 def write_version(
     index_dir: Path,
-    table: pa.Table,
+    rows: pa.Table | Sequence[Mapping[str, Any]],
     manifest: dict[str, Any],
     *,
     flat_max: int,
     before_publish: Any = None,
 ) -> str:
-    """Write a complete version and switch `CURRENT` to it; returns the version name.
-
-    `before_publish` is a hook called after the version folder is complete and before the pointer
-    moves (tests use it to simulate a crash at the worst moment).
-    """
-    versions = index_dir / "versions"
-    versions.mkdir(parents=True, exist_ok=True)
-    version = new_version_name()
-    staging = versions / f".staging-{version}"
-    final = versions / version
-    try:
-        staging.mkdir()
-        vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32).reshape(len(table), -1)
-        spec = choose_index_type(len(table), flat_max)
-        faiss.write_index(build_faiss(vectors, spec), str(staging / "faiss.index"))
-        save_bm25(build_bm25(_embedding_texts(table)), staging / "bm25")
-        pq.write_table(table, staging / "chunks.parquet")
-        pq.write_table(synthetic_table(table), staging / SYNTHETIC_FILE)
-        manifest = {**manifest, "schema_version": SCHEMA_VERSION, "version": version, "faiss": spec}
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
-        staging.rename(final)
-        if before_publish is not None:
-            before_publish(final)
-        _switch_pointer(index_dir, version)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if current_version(index_dir) != version:  # never published: nothing may keep it
-            shutil.rmtree(final, ignore_errors=True)
-        raise
-    _prune_old_versions(versions, keep=version)
-    return version
+    """Write and publish a version from rows (or a table with vector columns) already in their final order."""
+    records = rows.to_pylist() if isinstance(rows, pa.Table) else rows
+    with VersionWriter(index_dir, flat_max=flat_max) as writer:
+        for row in records:
+            writer.add(row)
+        return writer.publish(manifest, before_publish)
 
 
-SYNTHETIC_FILE = "synthetic_queries.parquet"
-
-
-def synthetic_table(table: pa.Table) -> pa.Table:
+def synthetic_table(chunks: pa.Table) -> pa.Table:
     """The ranker's synthetic training queries for this version's chunks (`rag.synthetic`)."""
-    rows = [
-        {"query": q.query, "chunk_id": q.chunk_id, "kind": q.kind}
-        for chunk_id, path, text in zip(
-            table.column("chunk_id").to_pylist(),
-            table.column("section_path").to_pylist(),
-            table.column("text").to_pylist(),
-            strict=True,
-        )
-        for q in synthetic_queries(chunk_id, path, text)
-    ]
     schema = pa.schema([("query", pa.string()), ("chunk_id", pa.string()), ("kind", pa.string())])
-    return pa.Table.from_pylist(rows, schema=schema)
+    batches = []
+    for batch in chunks.select(["chunk_id", "section_path", "text"]).to_batches(WRITE_BATCH_ROWS):
+        rows = [
+            {"query": q.query, "chunk_id": q.chunk_id, "kind": q.kind}
+            for record in batch.to_pylist()
+            for q in synthetic_queries(record["chunk_id"], record["section_path"], record["text"])
+        ]
+        batches.append(pa.Table.from_pylist(rows, schema=schema))
+    return pa.concat_tables(batches) if batches else schema.empty_table()
 
 
 def read_synthetic(path: Path) -> list[SyntheticQuery]:
@@ -198,11 +305,31 @@ def read_synthetic(path: Path) -> list[SyntheticQuery]:
     return [SyntheticQuery(**row) for row in pq.read_table(file).to_pylist()]
 
 
-def _embedding_texts(table: pa.Table) -> list[str]:
-    return [
-        lexical_text(path, text)
-        for path, text in zip(table.column("section_path").to_pylist(), table.column("text").to_pylist(), strict=True)
-    ]
+def _lexical_texts(chunks: pa.Table) -> Iterator[str]:
+    for batch in chunks.select(["section_path", "text"]).to_batches(WRITE_BATCH_ROWS):
+        for path, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            yield lexical_text(path, text)
+
+
+def _open_chunks(path: Path) -> pa.Table:
+    """The chunk table, memory-mapped: reading a row touches only that row's pages."""
+    return pa.ipc.open_file(pa.memory_map(str(path / CHUNKS_FILE))).read_all()
+
+
+def _vector_files(path: Path, manifest: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    shapes = manifest["vectors"]
+    dimension, chunks, units = int(shapes["dimension"]), int(shapes["chunks"]), int(shapes["units"])
+
+    def mapped(name: str, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+        if 0 in shape:  # numpy cannot map an empty file
+            return np.zeros(shape, dtype)
+        return np.memmap(path / name, dtype=dtype, mode="r", shape=shape)
+
+    return (
+        mapped(VECTORS_FILE, np.float32, (chunks, dimension)),
+        mapped(UNITS_FILE, np.float16, (units, dimension)),
+        mapped(UNIT_OFFSETS_FILE, np.int64, (chunks + 1,)),
+    )
 
 
 def _switch_pointer(index_dir: Path, version: str) -> None:
@@ -226,7 +353,7 @@ def _prune_old_versions(versions: Path, keep: str) -> None:
 
 
 def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> LoadedIndex:
-    """Load the serving version; refuse it when it was built with another embedding model."""
+    """Load the serving version, memory-mapped; refuse it when it was built with another embedding model."""
     version = current_version(index_dir)
     if version is None:
         raise IndexNotFoundError(f"No index at {index_dir}/: run 'kafka-rag ingest' first")
@@ -240,24 +367,24 @@ def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> 
             f"Index version {version} in {index_dir}/ was built with evidence units version {built_units}, "
             f"this code uses {UNITS_VERSION}: re-run 'kafka-rag ingest'"
         )
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise IndexMismatchError(
+            f"Index version {version} in {index_dir}/ has storage schema {manifest.get('schema_version')}, "
+            f"this code reads {SCHEMA_VERSION}: re-run 'kafka-rag ingest'"
+        )
     try:
-        table = pq.read_table(path / "chunks.parquet")
-        vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32).reshape(len(table), -1)
-        dimension = vectors.shape[1]
-        unit_vectors = [
-            np.asarray(u, dtype=np.float32).reshape(-1, dimension) for u in table.column("unit_vectors").to_pylist()
-        ]
-        index = faiss.read_index(str(path / "faiss.index"))
+        chunks = _open_chunks(path)
+        vectors, units, offsets = _vector_files(path, manifest)
+        dense = VectorSearch.load(path / FAISS_FILE, vectors, manifest["faiss"])
+        unit_search = VectorSearch.load(path / UNITS_FAISS_FILE, units, manifest["units_faiss"])
         bm25 = load_bm25(path / "bm25")
-    except (OSError, RuntimeError, ValueError) as exc:
+    except (OSError, RuntimeError, ValueError, KeyError, pa.ArrowException) as exc:
         raise IndexStoreError(
             f"Index version {version} in {index_dir}/ is unreadable ({exc}): re-run 'kafka-rag ingest'"
         ) from exc
-    if hasattr(index, "hnsw"):
-        index.hnsw.efSearch = int(manifest["faiss"].get("efSearch", HNSW_EF_SEARCH))
-    return LoadedIndex(
-        version, path, manifest, table.drop(["vector", "unit_vectors"]), vectors, unit_vectors, index, bm25
-    )
+    if not (len(chunks) == len(vectors) == len(offsets) - 1 == dense.size) or unit_search.size != len(units):
+        raise IndexStoreError(f"Index version {version} in {index_dir}/ is incomplete: re-run 'kafka-rag ingest'")
+    return LoadedIndex(version, path, manifest, chunks, vectors, units, offsets, dense, unit_search, bm25)
 
 
 def check_model(manifest: Mapping[str, Any], expected: ModelIdentity) -> None:
@@ -289,5 +416,9 @@ def summarize(manifest: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist([{name: row[name] for name in CHUNK_SCHEMA.names} for row in rows], schema=CHUNK_SCHEMA)
+def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Chunk rows with their vector columns as one table (tests, benchmarks and re-ingest of small corpora)."""
+    schema = CHUNK_SCHEMA.append(pa.field("vector", pa.list_(pa.float32()))).append(
+        pa.field("unit_vectors", pa.list_(pa.list_(pa.float32())))
+    )
+    return pa.Table.from_pylist([{name: row[name] for name in schema.names} for row in rows], schema=schema)

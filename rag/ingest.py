@@ -12,28 +12,33 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
+import itertools
 import os
+import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow.parquet as pq
+
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
 from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
 from rag.embedding import Embedder, ModelIdentity, load_embedder, model_identity
 from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
-from rag.index_store import read_chunk_table, read_manifest, rows_to_table, write_version
+from rag.index_store import SCHEMA_VERSION, StoredVersion, VersionWriter, read_manifest, rows_to_table
+from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
 from rag.units import UNITS_VERSION, unit_texts
 
-Progress = Callable[[str], None]
-ROWS_PER_ENCODE = 256  # chunk rows per encode call (with their evidence units): enough to sort texts by length
-
-
-def no_progress(message: str) -> None:
-    """The silent `Progress`."""
+ROWS_PER_ENCODE = 256  # chunk rows per encode round (with their evidence units): enough to sort texts by length
+# Texts go to the model in slices of this many batches, longest first, so progress can be counted while the
+# batches stay exactly those one call over the whole round would make (same padding, same vectors).
+BATCHES_PER_SLICE = 8
 
 
 @dataclass(frozen=True)
@@ -143,12 +148,16 @@ def chunk_files(files: Iterable[tuple[str, bytes]], config: IngestConfig) -> Ite
 
 
 def embed_rows(
-    rows: Iterable[dict[str, Any]], config: IngestConfig, known_ids: frozenset[str] = frozenset()
+    rows: Iterable[dict[str, Any]],
+    config: IngestConfig,
+    known_ids: frozenset[str] = frozenset(),
+    on_encoded: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Fill `vector` (and `unit_vectors`, one per `rag.units.build_units` unit) on chunk rows not in `known_ids`.
 
     Evidence units are embedded here, once, so answering a question only has to embed the question.
-    Rows are embedded a batch at a time; other rows pass through.
+    Rows are embedded a batch at a time; other rows pass through. `on_encoded(n)` hears of every `n` texts
+    encoded (for progress; in a Spark worker, an accumulator).
 
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
     driver can record it without loading the model itself.
@@ -163,7 +172,7 @@ def embed_rows(
         units = [unit_texts(r["text"], r["section_path"]) for r in batch]
         texts = [r["embedding_text"] for r in batch] + [u for row_units in units for u in row_units]
         started = time.perf_counter()
-        vectors = embedder.encode(texts, batch_size=config.encode_batch_size)
+        vectors = _encode_in_slices(embedder, texts, config.encode_batch_size, on_encoded)
         seconds += time.perf_counter() - started
         position = len(batch)
         for row, vector, row_units in zip(batch, vectors[: len(batch)], units, strict=True):
@@ -194,6 +203,24 @@ def embed_rows(
             "fingerprint": identity.fingerprint,
             "encode_seconds": seconds,
         }
+
+
+def _encode_in_slices(
+    embedder: Embedder,
+    texts: list[str],
+    batch_size: int,
+    on_encoded: Callable[[int], None] | None,
+) -> np.ndarray:
+    """`embedder.encode(texts)` a few batches at a time, longest texts first as the model itself orders them."""
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    vectors = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
+    step = batch_size * BATCHES_PER_SLICE
+    for start in range(0, len(order), step):
+        positions = order[start : start + step]
+        vectors[positions] = embedder.encode([texts[i] for i in positions], batch_size=batch_size)
+        if on_encoded is not None:
+            on_encoded(len(positions))
+    return vectors
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -230,29 +257,82 @@ def read_files(files: Iterable[SourceFile]) -> Iterator[tuple[str, bytes]]:
         yield source.source_path, Path(source.path).read_bytes()
 
 
-Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str], Progress], list[dict[str, Any]]]
+Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str], Path, Progress], list[dict[str, Any]]]
+"""Runs the stages over the files: writes the chunk rows, vectors included, as Parquet shards into the
+given folder (each shard sorted by `row_order`) and returns the few other rows (doc, skip, model)."""
+
+SHARD_ROWS = 1024  # chunk rows per shard the local engine writes
+
+
+def row_order(row: Mapping[str, Any]) -> tuple[str, int, str]:
+    """The order of a version's chunk rows (and of FAISS rows): by document, then position."""
+    return row["source_path"], row["start"], row["chunk_id"]
+
+
+def write_shard(rows: list[dict[str, Any]], path: Path) -> None:
+    pq.write_table(rows_to_table(sorted(rows, key=row_order)), path)
+
+
+def shard_rows(path: Path, batch_rows: int = 256) -> Iterator[dict[str, Any]]:
+    """A shard's chunk rows in order, a batch at a time (a Spark shard also holds the job's other rows)."""
+    shard = pq.ParquetFile(path)
+    for batch in shard.iter_batches(batch_size=batch_rows):
+        for row in batch.to_pylist():
+            if row.get("kind", "chunk") == "chunk":
+                yield row
 
 
 def local_engine(
-    files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str], progress: Progress = no_progress
+    files: list[SourceFile],
+    config: IngestConfig,
+    known_ids: frozenset[str],
+    shards: Path,
+    progress: Progress = no_progress,
 ) -> list[dict[str, Any]]:
-    """The same stages as the Spark job, in this process, reporting embedding progress.
+    """The same stages as the Spark job, in this process, counting files, chunks and embedded texts.
 
     The embedder gets every core: here it is the only work in its process, while a Spark task or a server
     shares the cores."""
     config = dataclasses.replace(config, threads_per_task=os.cpu_count() or 1)
-    rows = list(chunk_files(read_files(files), config))
-    pending = sum(1 for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known_ids)
-    progress(f"embedding: {pending} new chunks")
-    embedded = []
-    done = 0
-    for row in embed_rows(rows, config, known_ids):
-        embedded.append(row)
-        if row["kind"] == "chunk" and row["chunk_id"] not in known_ids:
-            done += 1
-            if done % ROWS_PER_ENCODE == 0 or done == pending:
-                progress(f"embedding: {done}/{pending} chunks")
-    return embedded
+    rows = []
+    read = chunks = 0
+    for row in chunk_files(read_files(files), config):
+        rows.append(row)
+        if row["kind"] == "chunk":
+            chunks += 1
+            progress(Count("chunks", chunks, 0, "chunks"))
+        else:
+            read += 1
+            progress(Count("files", read, len(files), "files"))
+    progress(Count("chunks", chunks, chunks, "chunks"))
+    pending = [r for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known_ids]
+    total = sum(1 + len(unit_texts(r["text"], r["section_path"])) for r in pending)
+    progress(f"embedding: {len(pending)} new chunks, {total} texts with their evidence units")
+    encoded = 0
+    others: list[dict[str, Any]] = []
+    shard: list[dict[str, Any]] = []
+    numbers = itertools.count()
+
+    def count(texts: int) -> None:
+        nonlocal encoded
+        encoded += texts
+        progress(Count("embedding", encoded, total, "texts"))
+
+    def flush() -> None:
+        write_shard(shard, shards / f"part-{next(numbers):05d}.parquet")
+        shard.clear()
+
+    shards.mkdir(parents=True, exist_ok=True)
+    for row in embed_rows(rows, config, known_ids, on_encoded=count):
+        if row["kind"] != "chunk":
+            others.append(row)
+            continue
+        shard.append(row)
+        if len(shard) >= SHARD_ROWS:
+            flush()
+    if shard:
+        flush()
+    return others
 
 
 def run_ingest(
@@ -299,91 +379,93 @@ def run_ingest(
             stages,
         )
 
-    reused_rows, known_vectors = _previous_rows(index_dir, unchanged_files) if reusable else ([], {})
-    progress(
-        f"reuse: {len(unchanged_files)} unchanged files ({len(reused_rows)} chunks); "
-        f"processing {len(changed_files)} new or changed files"
-    )
+    carried = _Carried(index_dir / "versions" / previous["version"]) if reusable and previous else None
+    progress(f"reuse: {len(unchanged_files)} unchanged files; processing {len(changed_files)} new or changed files")
+    with VersionWriter(index_dir, flat_max=flat_index_max) as writer:
+        shards = writer.staging / "shards"
+        stage_started = time.perf_counter()
+        known_ids = carried.ids if carried else frozenset()
+        rows = engine(changed_files, config, known_ids, shards, progress) if changed_files else []
+        stages["chunk_and_embed"] = round(time.perf_counter() - stage_started, 3)
 
-    stage_started = time.perf_counter()
-    rows = engine(changed_files, config, frozenset(known_vectors), progress) if changed_files else []
-    stages["chunk_and_embed"] = round(time.perf_counter() - stage_started, 3)
+        models = [r for r in rows if r["kind"] == "model"]
+        identity = _model_entry(models, previous, config)
+        previous_fingerprint = previous.get("model", {}).get("fingerprint") if previous else None
+        if identity and unchanged_files and previous_fingerprint not in (None, identity["fingerprint"]):
+            writer.abort()
+            progress("model changed under the same name: re-embedding everything")
+            return run_ingest(
+                sources,
+                index_dir,
+                config,
+                engine=engine,
+                engine_name=engine_name,
+                master=master,
+                flat_index_max=flat_index_max,
+                progress=progress,
+                before_publish=before_publish,
+                reuse=False,
+            )
 
-    models = [r for r in rows if r["kind"] == "model"]
-    identity = _model_entry(models, previous, config)
-    previous_fingerprint = previous.get("model", {}).get("fingerprint") if previous else None
-    if identity and reused_rows and previous_fingerprint not in (None, identity["fingerprint"]):
-        progress("model changed under the same name: re-embedding everything")
-        return run_ingest(
-            sources,
-            index_dir,
-            config,
-            engine=engine,
-            engine_name=engine_name,
-            master=master,
-            flat_index_max=flat_index_max,
-            progress=progress,
-            before_publish=before_publish,
-            reuse=False,
+        stage_started = time.perf_counter()
+        streams = [_tagged(shard_rows(shard), "new") for shard in sorted(shards.glob("*.parquet"))]
+        if carried:
+            streams.append(_tagged(carried.rows_of(unchanged_paths), "reused"))
+        counts = {"new": 0, "reused": 0, "duplicates": 0}
+        for origin, row in heapq.merge(*streams, key=lambda tagged: row_order(tagged[1])):
+            if row["vector"] is None:  # a known chunk of a changed file: its vectors come from the last version
+                assert carried is not None
+                row, origin = {**row, **carried.vectors_of(row["chunk_id"])}, "reused"
+            counts[origin if writer.add(row) else "duplicates"] += 1
+        shutil.rmtree(shards, ignore_errors=True)
+        stages["merge"] = round(time.perf_counter() - stage_started, 3)
+
+        new_docs = [r for r in rows if r["kind"] == "doc"]
+        file_hashes = {f.source_path: f for f in files}
+        skipped += [{"source_path": r["source_path"], "reason": r["reason"]} for r in rows if r["kind"] == "skip"]
+        documents = [_file_entry(previous_files[f.source_path], f) for f in unchanged_files]
+        documents += [
+            {
+                "source_path": d["source_path"],
+                "sha256": file_hashes[d["source_path"]].sha256,
+                "size": file_hashes[d["source_path"]].size,
+                "title": d["title"],
+                "format": d["format"],
+                "chunks": d["chunks"],
+            }
+            for d in new_docs
+        ]
+        if not writer.rows:
+            raise NoDocumentsError(
+                f"No ingestible documents in {', '.join(map(str, sources))} ({len(skipped)} files skipped): "
+                "the previous index is untouched"
+            )
+        embedded, reused = counts["new"], counts["reused"]
+        progress(
+            f"chunks: {writer.rows} ({embedded} embedded, {reused} reused, {counts['duplicates']} duplicates dropped)"
         )
-
-    embedded = 0
-    chunk_rows = list(reused_rows)
-    for row in rows:
-        if row["kind"] != "chunk":
-            continue
-        if row["vector"] is None:
-            row = {**row, **known_vectors[row["chunk_id"]]}
-        else:
-            embedded += 1
-        chunk_rows.append(row)
-    new_docs = [r for r in rows if r["kind"] == "doc"]
-    file_hashes = {f.source_path: f for f in files}
-    skipped += [{"source_path": r["source_path"], "reason": r["reason"]} for r in rows if r["kind"] == "skip"]
-    documents = [_file_entry(previous_files[f.source_path], f) for f in unchanged_files]
-    documents += [
-        {
-            "source_path": d["source_path"],
-            "sha256": file_hashes[d["source_path"]].sha256,
-            "size": file_hashes[d["source_path"]].size,
-            "title": d["title"],
-            "format": d["format"],
-            "chunks": d["chunks"],
+        skipped.sort(key=lambda s: s["source_path"])
+        manifest = {
+            "model": identity,
+            "chunker": config.chunker(),
+            "counts": {
+                "documents": len(documents),
+                "chunks": writer.rows,
+                "embedded": embedded,
+                "reused": reused,
+                "duplicates": counts["duplicates"],
+                "skipped": len(skipped),
+            },
+            "files": sorted(documents, key=lambda d: d["source_path"]),
+            "skipped": skipped,
+            "sources": [str(Path(s).resolve()) for s in sources],
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "spark_master": master,
+            "engine": engine_name,
         }
-        for d in new_docs
-    ]
-    if not chunk_rows:
-        raise NoDocumentsError(
-            f"No ingestible documents in {', '.join(map(str, sources))} ({len(skipped)} files skipped): "
-            "the previous index is untouched"
-        )
-    progress(f"chunks: {len(chunk_rows)} ({embedded} embedded, {len(chunk_rows) - embedded} reused)")
-
-    chunk_rows.sort(key=lambda r: (r["source_path"], r["start"], r["chunk_id"]))
-    chunk_rows = _dedupe_ids(chunk_rows)
-    skipped.sort(key=lambda s: s["source_path"])
-    manifest = {
-        "model": identity,
-        "chunker": config.chunker(),
-        "counts": {
-            "documents": len(documents),
-            "chunks": len(chunk_rows),
-            "embedded": embedded,
-            "reused": len(chunk_rows) - embedded,
-            "skipped": len(skipped),
-        },
-        "files": sorted(documents, key=lambda d: d["source_path"]),
-        "skipped": skipped,
-        "sources": [str(Path(s).resolve()) for s in sources],
-        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "spark_master": master,
-        "engine": engine_name,
-    }
-    stage_started = time.perf_counter()
-    version = write_version(
-        index_dir, rows_to_table(chunk_rows), manifest, flat_max=flat_index_max, before_publish=before_publish
-    )
-    stages["publish"] = round(time.perf_counter() - stage_started, 3)
+        stage_started = time.perf_counter()
+        version = writer.publish(manifest, before_publish)
+        stages["publish"] = round(time.perf_counter() - stage_started, 3)
     stages["encode"] = round(sum(m.get("encode_seconds", 0.0) for m in models), 3)
     progress(f"publish: version {version} is now serving from {index_dir}/")
     return IngestReport(
@@ -391,15 +473,35 @@ def run_ingest(
         version,
         False,
         len(documents),
-        len(chunk_rows),
+        writer.rows,
         embedded,
-        len(chunk_rows) - embedded,
+        reused,
         tuple(skipped),
         engine_name,
         master,
         round(time.perf_counter() - started, 3),
         stages,
     )
+
+
+def _tagged(rows: Iterator[dict[str, Any]], origin: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    return ((origin, row) for row in rows)
+
+
+class _Carried:
+    """The serving version, for what a re-ingest carries over: unchanged files' rows, known chunks' vectors."""
+
+    def __init__(self, path: Path) -> None:
+        self.version = StoredVersion.open(path)
+        ids = self.version.chunks.column("chunk_id").to_pylist()
+        self._row_of = {chunk_id: row for row, chunk_id in enumerate(ids)}
+        self.ids = frozenset(self._row_of)
+
+    def rows_of(self, source_paths: set[str]) -> Iterator[dict[str, Any]]:
+        return (row for row in self.version.rows() if row["source_path"] in source_paths)
+
+    def vectors_of(self, chunk_id: str) -> dict[str, Any]:
+        return self.version.row_vectors(self._row_of[chunk_id])
 
 
 def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool:
@@ -410,20 +512,8 @@ def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool
         model.get("name") == config.model
         and model.get("backend") == config.embed_backend
         and previous.get("chunker") == config.chunker()
+        and previous.get("schema_version") == SCHEMA_VERSION
     )
-
-
-def _previous_rows(
-    index_dir: Path, unchanged: list[SourceFile]
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Rows of unchanged files, and every previous chunk's vectors by id (for changed files' known chunks)."""
-    table = read_chunk_table(index_dir)
-    if table is None:
-        return [], {}
-    keep = {f.source_path for f in unchanged}
-    rows = table.to_pylist()
-    vectors = {r["chunk_id"]: {"vector": r["vector"], "unit_vectors": r["unit_vectors"]} for r in rows}
-    return [{"kind": "chunk", **r} for r in rows if r["source_path"] in keep], vectors
 
 
 def _model_entry(
@@ -444,14 +534,3 @@ def _model_entry(
 
 def _file_entry(previous: dict[str, Any], source: SourceFile) -> dict[str, Any]:
     return {**previous, "sha256": source.sha256, "size": source.size}
-
-
-def _dedupe_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Identical text under the same heading of the same document is one chunk, not two."""
-    seen: set[str] = set()
-    unique = []
-    for row in rows:
-        if row["chunk_id"] not in seen:
-            seen.add(row["chunk_id"])
-            unique.append(row)
-    return unique

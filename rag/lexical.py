@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import logging
 import re
+from array import array
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import bm25s
@@ -120,9 +123,46 @@ def _fold(word: str) -> str:
     return word
 
 
-def build_bm25(texts: list[str]) -> bm25s.BM25:
+def build_bm25(texts: Iterable[str]) -> bm25s.BM25:
+    """The BM25 index of `texts` (bm25s' Lucene scoring, k1 1.5, b 0.75), built in one streaming pass.
+
+    bm25s' own `index` holds every document's token list as Python strings, gigabytes at a million
+    chunks; here each document becomes its distinct token ids and counts in compact arrays, and the
+    score matrix is assembled at the end in bm25s' layout (CSC by token, rows sorted).
+    """
     retriever = bm25s.BM25()
-    retriever.index([tokenize(t) or [""] for t in texts], show_progress=False)
+    vocabulary: dict[str, int] = {}
+    token_ids, documents, counts = array("i"), array("i"), array("f")
+    lengths = array("i")
+    for document, text in enumerate(texts):
+        tokens = tokenize(text) or [""]
+        lengths.append(len(tokens))
+        for token, count in Counter(tokens).items():
+            token_ids.append(vocabulary.setdefault(token, len(vocabulary)))
+            documents.append(document)
+            counts.append(count)
+    ids = np.frombuffer(token_ids, dtype=np.int32)
+    rows = np.frombuffer(documents, dtype=np.int32)
+    tf = np.frombuffer(counts, dtype=np.float32)
+    doc_length = np.frombuffer(lengths, dtype=np.int32).astype(np.float32)
+    total = len(doc_length)
+    frequency = np.bincount(ids, minlength=len(vocabulary)).astype(np.float64)
+    idf = np.log(1 + (total - frequency + 0.5) / (frequency + 0.5)).astype(np.float32)
+    average = float(doc_length.mean()) if total else 1.0
+    norm = retriever.k1 * (1 - retriever.b + retriever.b * doc_length[rows] / average)
+    scores = idf[ids] * tf / (tf + norm)
+    order = np.lexsort((rows, ids))
+    indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    np.cumsum(frequency.astype(np.int64), out=indptr[1:])
+    retriever.scores = {
+        "data": scores[order].astype(np.float32),
+        "indices": rows[order].astype(np.int32),
+        "indptr": indptr,
+        "num_docs": total,
+    }
+    retriever.vocab_dict = vocabulary
+    retriever.unique_token_ids_set = set(vocabulary.values())
+    retriever.nonoccurrence_array = None  # only BM25L and BM25+ use it
     return retriever
 
 
@@ -131,7 +171,31 @@ def save_bm25(retriever: bm25s.BM25, directory: Path) -> None:
 
 
 def load_bm25(directory: Path) -> bm25s.BM25:
-    return bm25s.BM25.load(str(directory), show_progress=False, verbosity=0)
+    """Memory-mapped: the score matrix stays in the page cache, shared by the processes serving it."""
+    return bm25s.BM25.load(str(directory), mmap=True, show_progress=False, verbosity=0)
+
+
+def document_frequency(retriever: bm25s.BM25, token: str) -> int:
+    """How many chunks hold `token` (a `tokenize` token): its column's length in the score matrix."""
+    column = retriever.vocab_dict.get(token)
+    if column is None:
+        return 0
+    indptr = retriever.scores["indptr"]
+    return int(indptr[column + 1] - indptr[column])
+
+
+def rows_holding(retriever: bm25s.BM25, token: str, rows: np.ndarray) -> np.ndarray:
+    """Which of `rows` (sorted chunk rows) hold `token`, as a boolean mask. The score matrix keeps each
+    token's chunk rows sorted, so this is a binary search, not a scan of the corpus."""
+    column = retriever.vocab_dict.get(token)
+    if column is None or not len(rows):
+        return np.zeros(len(rows), dtype=bool)
+    indptr, indices = retriever.scores["indptr"], retriever.scores["indices"]
+    holding = indices[indptr[column] : indptr[column + 1]]
+    if not len(holding):
+        return np.zeros(len(rows), dtype=bool)
+    found = np.searchsorted(holding, rows)
+    return (found < len(holding)) & (holding[np.minimum(found, len(holding) - 1)] == rows)
 
 
 def bm25_scores(retriever: bm25s.BM25, query: str) -> np.ndarray:

@@ -13,13 +13,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from rag.chunking import lexical_text
 from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
-from rag.identifiers import extract_identifiers
 from rag.index_store import LoadedIndex
-from rag.lexical import bm25_scores, tokenize
+from rag.lexical import bm25_scores, document_frequency, rows_holding, tokenize
 from rag.passages import Passage
 from rag.query import Query
 from rag.ranking import RANK_FEATURES
@@ -92,41 +92,30 @@ class CandidatePool:
 
 
 class Retriever:
+    """Reads a memory-mapped `LoadedIndex`: what it keeps in memory per chunk is a few numbers (positions,
+    the identifier lookup), never text or vectors, so a serving process grows with what queries touch."""
+
     def __init__(self, index: LoadedIndex, embedder: Embedder) -> None:
         self.index = index
         self._queries = QueryEncoder(embedder)
-        columns = index.chunks
-        self._rows = columns.to_pylist()
-        self._identifiers = [frozenset(ids) for ids in columns.column("identifiers").to_pylist()]
-        self._rows_by_identifier: dict[str, list[int]] = {}
-        for row, ids in enumerate(self._identifiers):
-            for identifier in ids:
-                self._rows_by_identifier.setdefault(identifier, []).append(row)
-        identifier_counts: Counter[str] = Counter(i for ids in self._identifiers for i in ids)
-        self._identifier_idf = {i: math.log(1 + len(self._rows) / n) for i, n in identifier_counts.items()}
-        self._row_terms = [frozenset(tokenize(lexical_text(r["section_path"], r["text"]))) for r in self._rows]
-        self._token_df: Counter[str] = Counter(t for terms in self._row_terms for t in terms)
-        # The heading field (title + section path): term counts per row, document frequencies, mean length.
-        self._heading_counts = [Counter(tokenize(" ".join(r["section_path"]))) for r in self._rows]
-        self._heading_df: Counter[str] = Counter(t for counts in self._heading_counts for t in counts)
-        self._heading_avg = sum(c.total() for c in self._heading_counts) / max(len(self._rows), 1)
-        self._defined = [_defined_identifiers(r["section_path"], r["text"]) for r in self._rows]
-        # Every evidence unit's vector in one matrix, with the chunk row it belongs to.
-        sizes = [len(u) for u in index.unit_vectors]
-        self._unit_rows = np.repeat(np.arange(len(sizes)), sizes)
-        self._unit_offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-        dimension = index.vectors.shape[1] if index.vectors.ndim == 2 else 0
-        self._unit_matrix = np.vstack(
-            [np.zeros((0, dimension), np.float32), *(u for u in index.unit_vectors if len(u))]
-        )
-        doc_length: dict[str, int] = {}
-        for r in self._rows:
-            doc_length[r["doc_id"]] = max(doc_length.get(r["doc_id"], 0), int(r["end"]))
-        self._position = [int(r["start"]) / max(doc_length[r["doc_id"]], 1) for r in self._rows]
+        chunks = index.chunks
+        self._size = len(chunks)
+        self._identifier_lookup = _IdentifierLookup(chunks.column("identifiers"))
+        # The heading field (title + section path): document frequencies and mean length, from each distinct heading.
+        headings = pc.value_counts(pc.binary_join(chunks.column("section_path"), " ")).to_pylist()
+        self._heading_df: Counter[str] = Counter()
+        heading_tokens = 0
+        for entry in headings:
+            tokens = tokenize(entry["values"] or "")
+            heading_tokens += len(tokens) * entry["counts"]
+            for token in set(tokens):
+                self._heading_df[token] += entry["counts"]
+        self._heading_avg = heading_tokens / max(self._size, 1)
+        self._position = _positions(chunks)
 
     @property
     def size(self) -> int:
-        return len(self._rows)
+        return self._size
 
     @property
     def version(self) -> str:
@@ -145,57 +134,63 @@ class Retriever:
         depth = min(max(stage.candidates, depth), self.size)
         dense_order: list[int] = []
         if mode != "bm25":
-            _, dense_rows = self.index.faiss_index.search(query_vector.reshape(1, -1), depth)
-            dense_order = [int(r) for r in dense_rows[0] if r >= 0]
+            dense_order = self.index.dense.search(query_vector, depth).tolist()
         timings["dense"] = elapsed_ms(started)
 
         started = time.perf_counter()
         lexical = bm25_scores(self.index.bm25, query.text) if mode != "dense" else np.zeros(self.size, np.float32)
-        lexical_order = [int(r) for r in np.argsort(-lexical, kind="stable")[:depth] if lexical[r] > 0]
+        lexical_order = _top_rows(lexical, depth)
         timings["bm25"] = elapsed_ms(started)
 
         started = time.perf_counter()
         wanted = {i.name for i in query.identifiers}
-        matched = self._identifier_matches(wanted) if mode == "hybrid" else {}
-        all_units = self._unit_matrix @ query_vector  # every evidence unit's cosine, once
-        unit_order = self._unit_order(all_units, depth) if mode == "hybrid" else []
-        rows = list(dict.fromkeys([*dense_order, *lexical_order, *matched, *unit_order]))
-        dense_scores = self.index.vectors[rows] @ query_vector if rows else np.zeros(0, np.float32)
+        matched = self._identifier_lookup.matches(wanted) if mode == "hybrid" else {}
+        unit_order = self._unit_order(query_vector, depth) if mode == "hybrid" else []
+        rows = sorted({*dense_order, *lexical_order, *matched, *unit_order})  # ascending reads from the maps
+        records = dict(zip(rows, self.index.chunks.take(pa.array(rows, pa.int64())).to_pylist(), strict=True))
+        dense_scores = np.asarray(self.index.vectors[rows], dtype=np.float32) @ query_vector
         dense_of = dict(zip(rows, dense_scores.tolist(), strict=True))
-        offsets = self._unit_offsets
-        unit_scores = {row: all_units[offsets[row] : offsets[row + 1]] for row in rows}
+        unit_vectors = {row: self.index.unit_vectors(row) for row in rows}
+        unit_scores = {row: vectors @ query_vector for row, vectors in unit_vectors.items()}
         best_unit = {row: float(s.max()) if len(s) else dense_of[row] for row, s in unit_scores.items()}
         first = self._first_stage(mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage)
         order = sorted(first, key=lambda row: (-first[row], row))
         evidence = self._query_evidence(query)
-        matched_terms = {row: self._row_terms[row] & evidence.term_weights.keys() for row in order}
+        matched_terms = self._matched_terms(rows, evidence.term_weights)
         features = self._features(
-            query, mode, order, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
+            query, mode, order, records, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
         )
         candidates = tuple(
             Candidate(
-                passage=self.passage(row, first[row]),
+                passage=_passage(records[row], first[row]),
                 features=vector,
                 first_stage=first[row],
                 dense=dense_of[row],
                 unit_scores=unit_scores[row],
-                unit_vectors=self.index.unit_vectors[row],
+                unit_vectors=unit_vectors[row],
                 matched_terms=matched_terms[row],
-                identifiers=tuple(sorted(self._identifiers[row] & wanted)),
+                identifiers=tuple(sorted(set(records[row]["identifiers"]) & wanted)),
             )
             for row, vector in zip(order, features, strict=True)
         )
         timings["features"] = elapsed_ms(started)
         return CandidatePool(query, mode, candidates, evidence, timings)
 
-    def _unit_order(self, scores: np.ndarray, depth: int) -> list[int]:
+    def _unit_order(self, query_vector: np.ndarray, depth: int) -> list[int]:
         """Chunks by their best evidence unit over the whole corpus: finds the one sentence or row that
         answers a question whose words the chunk as a whole does not share ("shrink" vs "reducing")."""
-        if not len(scores):
-            return []
-        top = np.argpartition(-scores, min(depth * 3, len(scores) - 1))[: depth * 3]
-        ordered = top[np.argsort(-scores[top], kind="stable")]
-        return list(dict.fromkeys(int(self._unit_rows[i]) for i in ordered))[:depth]
+        units = self.index.unit_search.search(query_vector, depth * 3)
+        rows = np.searchsorted(self.index.unit_offsets, units, side="right") - 1
+        return list(dict.fromkeys(rows.tolist()))[:depth]
+
+    def _matched_terms(self, rows: list[int], weights: dict[str, float]) -> dict[int, frozenset[str]]:
+        """The question's terms each row holds, looked up in the BM25 postings (the same tokens it indexed)."""
+        ordered = np.asarray(rows, dtype=np.int64)
+        held: dict[int, set[str]] = {row: set() for row in rows}
+        for term in weights:
+            for row in ordered[rows_holding(self.index.bm25, term, ordered)].tolist():
+                held[row].add(term)
+        return {row: frozenset(terms) for row, terms in held.items()}
 
     def _first_stage(self, mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage):
         if mode == "dense":
@@ -210,26 +205,28 @@ class Retriever:
 
         add(dense_order, stage.dense)
         add(lexical_order, stage.bm25)
-        strength = {row: sum(self._identifier_idf.get(i, 1.0) for i in ids) for row, ids in matched.items()}
+        strength = {row: sum(self._identifier_lookup.idf(i) for i in ids) for row, ids in matched.items()}
         add(sorted(strength, key=lambda row: (-strength[row], -dense_of[row], row)), stage.identifier)
         add(unit_order, stage.sentence)
         return fused
 
     def _features(
-        self, query, mode, order, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
+        self, query, mode, order, records, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
     ) -> list[tuple[float, ...]]:
         weights = evidence.term_weights
         total_weight = sum(weights.values()) or 1.0
-        focus = {i: self._identifier_idf.get(i, 1.0) for i in query.focus_identifiers}
-        context = {i: self._identifier_idf.get(i, 1.0) for i in query.context_identifiers}
+        idf = self._identifier_lookup.idf
+        focus = {i: idf(i) for i in query.focus_identifiers}
+        context = {i: idf(i) for i in query.context_identifiers}
         best_bm25 = max((float(lexical[row]) for row in order), default=0.0) or 1.0
-        heading = {row: self._heading_bm25(row, weights) for row in order}
+        heading_counts = {row: Counter(tokenize(" ".join(records[row]["section_path"]))) for row in order}
+        heading = {row: self._heading_bm25(heading_counts[row], weights) for row in order}
         best_heading = max(heading.values(), default=0.0) or 1.0
         rrf_scale = stage.rrf_k + 1  # a first place in one order scores ~1
         vectors: list[tuple[float, ...]] = []
         for row in order:
-            carried = self._identifiers[row]
-            heading_terms = self._heading_counts[row]
+            carried = frozenset(records[row]["identifiers"])
+            heading_terms = heading_counts[row]
             vectors.append(
                 (
                     first[row] * rrf_scale if mode == "hybrid" else 0.0,
@@ -241,14 +238,13 @@ class Retriever:
                     sum(weights[t] for t in matched_terms[row]) / total_weight,
                     _share(focus, carried),
                     _share(context, carried),
-                    1.0 if focus.keys() & self._defined[row] else 0.0,
-                    self._position[row],
+                    1.0 if focus.keys() & set(records[row]["defined"]) else 0.0,
+                    float(self._position[row]),
                 )
             )
         return vectors
 
-    def _heading_bm25(self, row: int, weights: dict[str, float]) -> float:
-        counts = self._heading_counts[row]
+    def _heading_bm25(self, counts: Counter[str], weights: dict[str, float]) -> float:
         if not counts:
             return 0.0
         norm = BM25_K1 * (1 - BM25_B + BM25_B * counts.total() / (self._heading_avg or 1))
@@ -261,10 +257,14 @@ class Retriever:
                 score += idf * tf * (BM25_K1 + 1) / (tf + norm)
         return score
 
+    def _document_frequency(self, token: str) -> int:
+        return document_frequency(self.index.bm25, token)
+
     def _query_evidence(self, query: Query) -> QueryEvidence:
         total = self.size or 1
-        weights = {t: math.log(1 + total / (1 + self._token_df.get(t, 0))) for t in dict.fromkeys(query.tokens)}
-        unknown = sum(w for t, w in weights.items() if not self._token_df.get(t)) / (sum(weights.values()) or 1.0)
+        frequency = {t: self._document_frequency(t) for t in dict.fromkeys(query.tokens)}
+        weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
+        unknown = sum(w for t, w in weights.items() if not frequency[t]) / (sum(weights.values()) or 1.0)
         names = [name for name in query.names if self._unknown_name(name)]
         focus = query.focus_identifiers
         return QueryEvidence(
@@ -273,51 +273,88 @@ class Retriever:
             names=len(query.names),
             unknown_names=tuple(names),
             focus_identifiers=len(focus),
-            unknown_focus_identifiers=sum(1 for i in focus if i not in self._rows_by_identifier),
+            unknown_focus_identifiers=sum(1 for i in focus if not self._identifier_lookup.carried(i)),
         )
 
     def _unknown_name(self, word: str) -> bool:
         """True when neither `word` nor any part of it occurs in the corpus (`ShareConsumer` is known by its parts)."""
         whole = tokenize(word)
-        if not whole or any(self._token_df.get(t, 0) for t in whole):
+        if not whole or any(self._document_frequency(t) for t in whole):
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
-        return not any(self._token_df.get(t, 0) for t in parts)
+        return not any(self._document_frequency(t) for t in parts)
 
-    def _identifier_matches(self, wanted: set[str]) -> dict[int, frozenset[str]]:
-        rows = {row for identifier in wanted for row in self._rows_by_identifier.get(identifier, ())}
-        return {row: self._identifiers[row] & wanted for row in rows}
 
-    def passage(self, row: int, score: float) -> Passage:
-        data = self._rows[row]
-        return Passage(
-            chunk_id=data["chunk_id"],
-            doc_id=data["doc_id"],
-            title=data["title"],
-            section_path=tuple(data["section_path"]),
-            source_path=data["source_path"],
-            text=data["text"],
-            score=round(score, 6),
-            url=data["url"] or "",
-            identifiers=tuple(data["identifiers"]),
-        )
+class _IdentifierLookup:
+    """Identifier → the chunk rows that carry it, as one sorted int array and offsets (no per-row objects)."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        lists = column.combine_chunks()
+        encoded = pc.dictionary_encode(pc.list_flatten(lists))
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+        order = np.lexsort((parents, codes))
+        self._rows = parents[order]
+        counts = np.bincount(codes, minlength=len(encoded.dictionary))
+        self._offsets = np.concatenate([[0], np.cumsum(counts)])
+        self._code = {name: code for code, name in enumerate(encoded.dictionary.to_pylist())}
+        self._chunks = max(len(lists), 1)
+
+    def rows(self, identifier: str) -> np.ndarray:
+        code = self._code.get(identifier)
+        return self._rows[self._offsets[code] : self._offsets[code + 1]] if code is not None else self._rows[:0]
+
+    def carried(self, identifier: str) -> bool:
+        return identifier in self._code
+
+    def idf(self, identifier: str) -> float:
+        carriers = len(self.rows(identifier))
+        return math.log(1 + self._chunks / carriers) if carriers else 1.0
+
+    def matches(self, wanted: set[str]) -> dict[int, frozenset[str]]:
+        """Rows carrying any of `wanted`, each with the ones it carries."""
+        held: dict[int, set[str]] = {}
+        for identifier in wanted:
+            for row in self.rows(identifier).tolist():
+                held.setdefault(row, set()).add(identifier)
+        return {row: frozenset(ids) for row, ids in held.items()}
+
+
+def _passage(record: dict, score: float) -> Passage:
+    return Passage(
+        chunk_id=record["chunk_id"],
+        doc_id=record["doc_id"],
+        title=record["title"],
+        section_path=tuple(record["section_path"]),
+        source_path=record["source_path"],
+        text=record["text"],
+        score=round(score, 6),
+        url=record["url"] or "",
+        identifiers=tuple(record["identifiers"]),
+    )
+
+
+def _top_rows(scores: np.ndarray, depth: int) -> list[int]:
+    """Rows of the `depth` highest positive scores, best first (ties by row), without sorting the whole corpus."""
+    if depth <= 0 or not len(scores):
+        return []
+    top = np.argpartition(-scores, depth - 1)[:depth] if depth < len(scores) else np.arange(len(scores))
+    top = top[scores[top] > 0]
+    return top[np.lexsort((top, -scores[top]))].tolist()
+
+
+def _positions(chunks: pa.Table) -> np.ndarray:
+    """Where each chunk starts in its document, as a share of the document's length."""
+    ends = chunks.group_by("doc_id").aggregate([("end", "max")])
+    length = dict(zip(ends.column("doc_id").to_pylist(), ends.column("end_max").to_pylist(), strict=True))
+    starts = chunks.column("start").to_numpy().astype(np.float32)
+    lengths = np.asarray([max(length[d], 1) for d in chunks.column("doc_id").to_pylist()], dtype=np.float32)
+    return starts / lengths
 
 
 def _share(weights: dict[str, float], carried: frozenset[str]) -> float:
     total = sum(weights.values())
     return sum(w for i, w in weights.items() if i in carried) / total if total else 0.0
-
-
-_ROW_HEAD = re.compile(r"^[^|\n]{1,80} \| (?:[^|\n]{1,16} \|)?", re.M)
-
-
-def _defined_identifiers(section_path, text: str) -> frozenset[str]:
-    """Identifiers a chunk defines rather than mentions: in its heading path, or leading a table row
-    (`INVALID_RECORD_STATE | 121 |` defines the error and its code)."""
-    defined = set(extract_identifiers(" ".join(section_path)))
-    for match in _ROW_HEAD.finditer(text):
-        defined.update(extract_identifiers(match.group(0)))
-    return frozenset(defined)
 
 
 def elapsed_ms(started: float) -> float:

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rag.abstention import ABSTENTION_FEATURES, abstention_features, load_abstention, should_abstain
 from rag.answering import AnswerShape, Draft, abstain, extract_answer
@@ -32,6 +33,11 @@ from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, Settings
 from rag.synthetic import SyntheticQuery
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from rag.llm import LLMAnswerer
 
 History = Sequence[Mapping[str, str]]  # [{"role": "user"|"assistant", "content": "..."}]
 
@@ -80,7 +86,7 @@ class Assistant:
         self._abstention = abstention or load_abstention()
         self._first_stage = FirstStage.from_settings(settings)
         self._shape = AnswerShape.from_settings(settings)
-        self._llm = None
+        self._llm: LLMAnswerer | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Assistant:
@@ -98,6 +104,14 @@ class Assistant:
         """The same loaded index, model and learned weights under changed answer settings (for tuning scripts)."""
         settings = dataclasses.replace(self.settings, **overrides)
         return Assistant(settings, self._retriever, self._ranker, self._abstention)
+
+    def with_chat_model(self, chat_model: BaseChatModel) -> Assistant:
+        """The same index and weights, answering with this LangChain chat model (`rag.langchain` passes the user's)."""
+        from rag.llm import LLMAnswerer
+
+        assistant = self.with_settings(answerer="llm")
+        assistant._llm = LLMAnswerer(chat_model)
+        return assistant
 
     @property
     def status(self) -> IndexStatus:

@@ -42,7 +42,7 @@ class Settings:
     encode_batch_size: int = 16  # texts per forward pass: 16 encoded ~20% faster than 64 on CPU (measured)
     arrow_batch_size: int = 1000  # rows per Arrow batch between the JVM and Python workers
     threads_per_task: int = 1  # embedding (torch/ONNX Runtime) threads in each Spark task: tasks x threads <= cores
-    flat_index_max: int = 50_000  # exact search stays under 5 ms/query up to here (benchmarks/index_recall.py)
+    flat_index_max: int = 50_000  # exact search up to here; IVF-PQ + exact re-rank above (benchmarks/scale.py)
 
     # retrieval (first stage; the second stage's weights are data: rag/ranker.json)
     retrieval_mode: str = "hybrid"  # dense | bm25 | hybrid

@@ -3,8 +3,17 @@
 Spark only moves rows. Stage 1 maps file partitions through `chunk_files`; the chunk rows are then
 spread evenly over the cores and stage 2 maps them through `embed_rows`, which loads the model
 once per Python worker (a module-level cache in `rag.embedding`, never a pickled closure). The
-driver collects the rows as Arrow and hands them back to `run_ingest`, which builds and publishes
-the index. Threads per task are pinned (OMP/torch), so tasks x threads never exceed the cores.
+executors write the embedded rows, sorted within each partition, as Parquet shards into the build's
+staging folder; the driver collects only the few document, skip and model rows, and `run_ingest`
+streams the shards into the index. No vector passes through the driver's memory all at once, so the
+driver does not bound the corpus. On a cluster the index folder must be on storage every node can
+write (a shared file system). Threads per task are pinned (OMP/torch), so tasks x threads never
+exceed the cores.
+
+Spark's own chatter stays out of the command's output unless asked for (`verbose`): the log level is
+set in the session's configuration (`spark.log.level`), the console progress bar is off, and the JVM's
+standard output and error (its start-up warnings, log4j's banner, the Python workers' stderr) go to a
+pipe whose last lines are kept for the error message when Spark fails to start.
 """
 
 from __future__ import annotations
@@ -15,16 +24,23 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rag.errors import ConfigurationError
-from rag.ingest import IngestConfig, Progress, SourceFile, chunk_files, embed_rows, no_progress
+import pyarrow.parquet as pq
+
+from rag.errors import ConfigurationError, IngestError
+from rag.ingest import IngestConfig, SourceFile, chunk_files, embed_rows
+from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
+from rag.units import unit_texts
 
 EMBED_TASKS_PER_CORE = 4
+JVM_TAIL_LINES = 40  # of the JVM's hidden output, kept for the error message when Spark does not start
 
 ROW_SCHEMA = (
     "kind string, chunk_id string, doc_id string, source_path string, title string, section_path array<string>, "
@@ -33,6 +49,7 @@ ROW_SCHEMA = (
     "name string, dimension long, fingerprint string, encode_seconds double"
 )
 ROW_FIELDS = tuple(column.split()[0] for column in ROW_SCHEMA.split(", "))
+OTHER_FIELDS = [f for f in ROW_FIELDS if f not in ("vector", "unit_vectors", "text", "embedding_text")]
 
 
 def check_java() -> str:
@@ -56,7 +73,8 @@ def check_java() -> str:
     return str(major)
 
 
-def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> Any:
+def spark_session(master: str, threads_per_task: int, arrow_batch_size: int, *, verbose: bool = False) -> Any:
+    """A Spark session for the ingest; quiet unless `verbose` (then Spark logs warnings and the JVM prints freely)."""
     check_java()
     from pyspark.sql import SparkSession
 
@@ -71,6 +89,7 @@ def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> 
         .appName("kafka-rag-ingest")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "WARN" if verbose else "ERROR")
         # One job of two stages, as planned: nothing here to adapt, and task counts stay true for progress.
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.python.worker.reuse", "true")
@@ -89,11 +108,55 @@ def spark_session(master: str, threads_per_task: int, arrow_batch_size: int) -> 
         )
         .config("spark.driver.bindAddress", "127.0.0.1" if master.startswith("local") else "0.0.0.0")
     )
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    if verbose:
+        session = builder.getOrCreate()
+    else:
+        with jvm_output_hidden() as tail:
+            try:
+                session = builder.getOrCreate()
+            except Exception as exc:
+                shown = "\n".join(tail) or "(no output)"
+                raise IngestError(
+                    f"Spark did not start at {master} ({type(exc).__name__}). Its last output:\n{shown}\n"
+                    "Run again with --verbose to see all of Spark's output"
+                ) from exc
     if not master.startswith("local"):
         _ship_package(session.sparkContext)
     return session
+
+
+@contextmanager
+def jvm_output_hidden() -> Iterator[deque[str]]:
+    """While the block starts the JVM, point file descriptors 1 and 2 at a pipe; the JVM keeps them for life.
+
+    The JVM writes to the descriptors it inherits, not to Python's `sys.stderr`, so only redirecting the
+    descriptors themselves hides its output. A daemon thread drains the pipe (a full pipe would block the
+    JVM) and keeps the last lines for an error message. Outside the block this process writes as before.
+    """
+    reader, writer = os.pipe()
+    tail: deque[str] = deque(maxlen=JVM_TAIL_LINES)
+
+    def drain() -> None:
+        with os.fdopen(reader, encoding="utf-8", errors="replace") as pipe:
+            for line in pipe:
+                tail.append(line.rstrip("\n"))
+
+    threading.Thread(target=drain, name="spark-jvm-output", daemon=True).start()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(writer, 1)
+    os.dup2(writer, 2)
+    os.close(writer)
+    try:
+        yield tail
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def _ship_package(context: Any) -> None:
@@ -106,25 +169,43 @@ def _ship_package(context: Any) -> None:
     context.addPyFile(archive)
 
 
-def spark_engine(master: str, arrow_batch_size: int = Settings.arrow_batch_size):
-    """An `Engine` for `run_ingest` that runs the stages on Spark at `master`."""
+def spark_engine(master: str, arrow_batch_size: int = Settings.arrow_batch_size, *, verbose: bool = False):
+    """An `Engine` for `run_ingest` that runs the stages on Spark at `master` (Spark's output shown if `verbose`)."""
 
     def run(
-        files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str], progress: Progress = no_progress
+        files: list[SourceFile],
+        config: IngestConfig,
+        known_ids: frozenset[str],
+        shards: Path,
+        progress: Progress = no_progress,
     ) -> list[dict[str, Any]]:
-        spark = spark_session(master, config.threads_per_task, arrow_batch_size)
+        spark = spark_session(master, config.threads_per_task, arrow_batch_size, verbose=verbose)
         try:
-            with _reporting_tasks(spark.sparkContext, progress):
-                return _run_job(spark, files, config, known_ids)
+            texts = _Texts(spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0))
+            with _reporting_tasks(spark.sparkContext, progress, texts):
+                return _run_job(spark, files, config, known_ids, shards, texts)
         finally:
             spark.stop()
 
     return run
 
 
+@dataclass(frozen=True)
+class _Texts:
+    """Accumulators: texts the chunking stage left to embed (chunks and their units), and texts embedded."""
+
+    planned: Any
+    encoded: Any
+
+
 @contextmanager
-def _reporting_tasks(context: Any, progress: Progress, every_s: float = 2.0) -> Iterator[None]:
-    """While the block runs, report its finished Spark tasks (from the status tracker) when the count changes."""
+def _reporting_tasks(context: Any, progress: Progress, texts: _Texts, every_s: float = 1.0) -> Iterator[None]:
+    """While the block runs, count its finished Spark tasks (status tracker) and embedded texts (accumulators).
+
+    The job's last stage embeds; the stages before it read, chunk and spread the rows ("chunking").
+    Accumulator updates arrive when a task ends, so the texts count moves a task at a time, and the
+    total is known once chunking is done.
+    """
     group = f"kafka-rag-ingest-{os.getpid()}-{threading.get_ident()}"
     context.setJobGroup(group, "kafka-rag ingest")
     stopped = threading.Event()
@@ -132,27 +213,43 @@ def _reporting_tasks(context: Any, progress: Progress, every_s: float = 2.0) -> 
     from py4j.protocol import Py4JError
 
     def watch() -> None:
-        reported = (0, 0)
+        reported: dict[str, Count] = {}
         finished = False
         while not finished:
             finished = stopped.wait(every_s)  # one last report after the block, so the final count shows
             try:
                 tracker = context.statusTracker()
-                stages = [
-                    tracker.getStageInfo(stage_id)
+                stage_ids = sorted(
+                    stage_id
                     for job_id in tracker.getJobIdsForGroup(group)
                     if (job := tracker.getJobInfo(job_id)) is not None
                     for stage_id in job.stageIds
-                ]
+                )
+                stages = [(stage_id, tracker.getStageInfo(stage_id)) for stage_id in stage_ids]
+                planned, embedded = texts.planned.value, texts.encoded.value
             except Py4JError:  # the JVM went away: the job itself fails and says why
                 return
-            counts = (
-                sum(stage.numCompletedTasks for stage in stages if stage),
-                sum(stage.numTasks for stage in stages if stage),
-            )
-            if counts != reported and counts[1]:
-                progress(f"spark: chunk and embed, {counts[0]}/{counts[1]} tasks done")
-                reported = counts
+            if not stages:
+                continue
+            last = stage_ids[-1]
+            chunking = [info for stage_id, info in stages if info and stage_id != last]
+            embedding = [info for stage_id, info in stages if info and stage_id == last]
+            chunked = sum(s.numCompletedTasks for s in chunking), sum(s.numTasks for s in chunking)
+            tasks = sum(s.numCompletedTasks for s in embedding), sum(s.numTasks for s in embedding)
+            counts = [
+                Count("chunking", *chunked, "tasks"),
+                Count(
+                    "embedding",
+                    embedded,
+                    planned if chunked[1] and chunked[0] == chunked[1] else 0,
+                    "texts",
+                    detail=f"{tasks[0]}/{tasks[1]} tasks",
+                ),
+            ]
+            for count in counts:
+                if (count.total or count.done) and reported.get(count.stage) != count:
+                    progress(count)
+                    reported[count.stage] = count
 
     watcher = threading.Thread(target=watch, name="spark-progress", daemon=True)
     watcher.start()
@@ -164,7 +261,12 @@ def _reporting_tasks(context: Any, progress: Progress, every_s: float = 2.0) -> 
 
 
 def _run_job(
-    spark: Any, files: list[SourceFile], config: IngestConfig, known_ids: frozenset[str]
+    spark: Any,
+    files: list[SourceFile],
+    config: IngestConfig,
+    known_ids: frozenset[str],
+    shards: Path,
+    texts: _Texts,
 ) -> list[dict[str, Any]]:
     import pandas as pd
 
@@ -183,7 +285,10 @@ def _run_job(
                     yield source_path, handle.read()
 
         for batch in batches:
-            yield _frame(chunk_files(files_in(batch), config))
+            rows = list(chunk_files(files_in(batch), config))
+            pending = [r for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known.value]
+            texts.planned.add(sum(1 + len(unit_texts(r["text"], r["section_path"])) for r in pending))
+            yield _frame(iter(rows))
 
     def embed_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         def rows_in() -> Iterator[dict[str, Any]]:
@@ -191,15 +296,17 @@ def _run_job(
                 for record in batch.to_dict("records"):
                     yield _from_pandas(record)
 
-        yield _frame(embed_rows(rows_in(), config, known.value))
+        yield _frame(embed_rows(rows_in(), config, known.value, on_encoded=texts.encoded.add))
 
     chunked = frame.mapInPandas(chunk_partition, ROW_SCHEMA)
     # Spread the chunks evenly over the cores before the expensive stage, in a few tasks per core so that
     # a slow task does not leave a core idle at the end (each worker loads the model once, not per task).
     balanced = chunked.repartition(parallelism * EMBED_TASKS_PER_CORE)
     embedded = balanced.mapInPandas(embed_partition, ROW_SCHEMA)
-    table = embedded.toArrow()
-    return [_clean_row(r) for r in table.to_pylist()]
+    # Executors write; the one job runs once. The driver then reads back only the rows without vectors.
+    embedded.sortWithinPartitions("source_path", "start", "chunk_id").write.parquet(shards.resolve().as_uri())
+    others = pq.read_table(shards, columns=OTHER_FIELDS, filters=[("kind", "!=", "chunk")])
+    return [_clean_row(r) for r in others.to_pylist()]
 
 
 def _frame(rows: Iterator[dict[str, Any]]) -> Any:
@@ -227,4 +334,4 @@ def _from_pandas(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _clean_row(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if v is not None or k in ("vector", "unit_vectors")}
+    return {k: v for k, v in row.items() if v is not None}

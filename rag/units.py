@@ -5,8 +5,9 @@ A unit keeps together what only makes sense together, judged from the text's str
 - a sentence that introduces a list, code block or table (it ends with ":", or is a dangling phrase
   like "To add partitions you can do") stays with what follows it; a long list or block is cut into
   several units, each repeating the lead-in, at item or line boundaries (kind "list" or "code");
-- a fenced block, or a run of unfenced command lines, is one "code" unit; a `# comment` line and a
-  line ending in `\\` stay with the line under them;
+- a fenced block, or a run of unfenced command or log lines (a log record, an exception line, a
+  stack frame), is one "code" unit; a `# comment` line and a line ending in `\\` stay with the line
+  under them;
 - a key/value definition table (a run of 2-cell rows `Label: | value`) is one "setting" unit with
   the heading line that names it and the first sentence(s) of its description;
 - any other table row is one "row" unit, never cut at a sentence end, with the table's header row
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 from rag.identifiers import extract_identifiers
 
-UNITS_VERSION = 2
+UNITS_VERSION = 3  # 3: log lines are code, like commands
 KINDS = ("sentence", "list", "code", "row", "setting")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -46,6 +47,14 @@ _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp)\.$", re.
 _TERMINAL = re.compile(r"[.!?;,:)\]]$")
 _COMMAND = re.compile(r"^(?:\$ |bin/|\./|[\w./-]+\.(?:sh|bat)\s|grep |[A-Z_]{2,}=\S)")
 _COMMENT = re.compile(r"^#(?:\s|$)")
+# A log record (`[2024-06-02 11:04:19,332] ERROR ...`, `ERROR [ReplicaFetcherThread-0-6], ...`), an exception
+# line (`org.apache.kafka.common.errors.TimeoutException: ...`) or a stack frame (`at o.a.k.Foo.bar(Foo.java:1)`).
+_LOG_LINE = re.compile(
+    r"^(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d"
+    r"|(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL) \["
+    r"|at [\w$.]+\([^)]*\)"
+    r"|(?:[a-z]\w*\.)+[A-Z]\w*(?:Exception|Error)(?::|$))"
+)
 _CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.sh\s)")
 _DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(?![`\w(])")
 _SHORT_CELL_CHARS = 40  # a row cell this short (and not a sentence) is shown as "Label: value"
@@ -166,7 +175,7 @@ def _classify(text: str, start: int, end: int) -> _Line:
         return _Line("item", span_start, span_end, indent=lead)
     if _COMMENT.match(stripped):
         return _Line("comment", span_start, span_end, indent=lead)
-    if _COMMAND.match(stripped):
+    if _COMMAND.match(stripped) or _LOG_LINE.match(stripped):
         return _Line("command", span_start, span_end, indent=lead)
     cells = len(_cells(stripped))
     return _Line("text", span_start, span_end, indent=lead, cells=cells if cells > 1 else 0)
@@ -506,6 +515,12 @@ def _pack(groups: list[list[tuple[int, int]]], budget: int) -> list[list[tuple[i
 
 
 # ------------------------------------------------------------------------------------------ rendering
+
+
+def is_log(code: str) -> bool:
+    """Whether a code block is log output (what one sees), not commands (what one runs)."""
+    lines = [line.strip() for line in code.split("\n") if line.strip()]
+    return bool(lines) and all(_LOG_LINE.match(line) for line in lines)
 
 
 def render_unit(unit: EvidenceUnit, marker: int) -> str:

@@ -200,6 +200,26 @@ def test_a_command_renders_as_a_fenced_block():
     )
 
 
+LOG = (
+    "If the acknowledgement is rejected, the broker logs a line like the following:\n\n"
+    "[2024-06-02 11:04:19,332] ERROR [ShareFetch groupId=g] Acknowledgement rejected: INVALID_RECORD_STATE\n\n"
+    "Increase group.share.record.lock.duration.ms so records stay locked longer."
+)
+
+
+def test_a_log_excerpt_renders_as_a_fenced_block_under_what_it_means():
+    axes = _Axes()
+    draft = extract_answer(ranked([candidate(axes, "log", LOG, [0.9, 0.8])], TROUBLESHOOT), shape())
+    _check(draft)
+    cause, do = draft.text.split("**What to do**")
+    assert cause == (
+        "**What it means / likely cause**\n\n"
+        "If the acknowledgement is rejected, the broker logs a line like the following: [1]\n```\n"
+        "[2024-06-02 11:04:19,332] ERROR [ShareFetch groupId=g] Acknowledgement rejected: INVALID_RECORD_STATE\n```\n\n"
+    )
+    assert "Increase `group.share.record.lock.duration.ms`" in do
+
+
 def test_the_question_terms_and_identifiers_raise_a_unit():
     axes = _Axes()
     question = "what is group.share.record.lock.duration.ms?"

@@ -1,4 +1,4 @@
-"""The index store: versions behind an atomic CURRENT pointer, pruning, the model check, flat vs HNSW.
+"""The index store: versions behind an atomic CURRENT pointer, pruning, the model check, memory-mapped reads.
 
 Built from small synthetic chunk tables (random unit vectors) with the real FAISS and bm25s, so
 this file runs in seconds; the real model and real documents are in test_ingest.py.
@@ -15,10 +15,7 @@ import pytest
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError
 from rag.index_store import (
-    HNSW_EF_CONSTRUCTION,
-    HNSW_EF_SEARCH,
     KEEP_VERSIONS,
-    choose_index_type,
     current_version,
     load_index,
     read_manifest,
@@ -114,20 +111,24 @@ def test_a_version_folder_holds_the_whole_build(tmp_path):
     folder = index_dir / "versions" / version
     assert {p.name for p in folder.iterdir()} == {
         "manifest.json",
-        "chunks.parquet",
+        "chunks.arrow",
+        "vectors.f32",
+        "units.f16",
+        "unit_offsets.i64",
         "faiss.index",
+        "units.faiss",
         "bm25",
         "synthetic_queries.parquet",
     }
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["schema_version"] == 1
+    assert manifest["schema_version"] == 2
     assert manifest["version"] == version
     assert manifest["faiss"] == {"type": "Flat", "metric": "inner_product"}
     loaded = load_index(index_dir)
     assert loaded.vectors.shape == (12, DIMENSION) and loaded.vectors.dtype == np.float32
-    assert [u.shape for u in loaded.unit_vectors] == [(1, DIMENSION)] * 12
+    assert [loaded.unit_vectors(row).shape for row in range(12)] == [(1, DIMENSION)] * 12
     assert "vector" not in loaded.chunks.column_names
-    assert loaded.faiss_index.ntotal == 12
+    assert loaded.dense.index.ntotal == 12
 
 
 def test_pointer_naming_a_missing_version_means_no_index(tmp_path):
@@ -187,30 +188,34 @@ def test_other_dimension_is_refused_and_the_same_model_loads(tmp_path):
     assert loaded.manifest["model"]["fingerprint"] == "aaaa1111bbbb2222"
 
 
-def test_choose_index_type_is_flat_up_to_the_threshold_then_hnsw():
-    assert choose_index_type(0, 1000) == {"type": "Flat", "metric": "inner_product"}
-    assert choose_index_type(1000, 1000)["type"] == "Flat"
-    above = choose_index_type(1001, 1000)
-    assert above["type"] == "HNSW32" and above["metric"] == "inner_product"
-    assert (above["M"], above["efConstruction"], above["efSearch"]) == (32, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH)
-
-
-def test_hnsw_index_is_built_recorded_and_searchable(tmp_path):
+def test_an_approximate_index_above_the_threshold_is_recorded_and_finds_what_exact_search_finds(tmp_path):
     index_dir = tmp_path / "index"
-    count = 300
-    _write(index_dir, count=count, seed=5, flat_max=100)
+    count = 2000
+    _write(index_dir, count=count, seed=5, flat_max=1000)
     _, vectors = _table(count, seed=5)
     loaded = load_index(index_dir)
-    assert loaded.manifest["faiss"]["type"] == "HNSW32"
-    assert hasattr(loaded.faiss_index, "hnsw")
-    assert loaded.faiss_index.hnsw.efSearch == HNSW_EF_SEARCH
-    assert loaded.faiss_index.ntotal == count
-    scores, ids = loaded.faiss_index.search(vectors[:50], 5)
-    assert (ids[:, 0] == np.arange(50)).all()  # each vector finds itself first
-    np.testing.assert_allclose(scores[:, 0], 1.0, atol=1e-5)
+    assert loaded.manifest["faiss"]["type"].startswith("IVF") and loaded.dense.size == count
+    assert loaded.manifest["units_faiss"]["type"].startswith("IVF") and loaded.unit_search.size == count
+    found = [loaded.dense.search(v, 5) for v in vectors[:50]]
+    assert [rows[0] for rows in found] == list(range(50))  # each vector finds itself first
     exact = np.argsort(-(vectors[:50] @ vectors.T), axis=1)[:, :5]
-    recall = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(ids, exact, strict=True)])
-    assert recall > 0.95
+    recall = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(found, exact, strict=True)])
+    assert recall > 0.7  # random 16-d vectors are PQ's worst case; benchmarks/scale.py measures real ones
+
+
+def test_vectors_are_served_from_memory_maps_not_copies(tmp_path):
+    """What a serving process holds per chunk is a mapping of the version's files, shared with other processes."""
+    index_dir = tmp_path / "index"
+    count = 40
+    _write(index_dir, count=count, seed=3)
+    table, vectors = _table(count, seed=3)
+    loaded = load_index(index_dir)
+    assert isinstance(loaded.vectors, np.memmap) and isinstance(loaded.units, np.memmap)
+    assert loaded.units.dtype == np.float16
+    np.testing.assert_allclose(loaded.vectors, vectors, atol=1e-7)
+    for row in (0, 17, count - 1):  # each chunk's unit vectors, float16 on disk, within float16 rounding
+        np.testing.assert_allclose(loaded.unit_vectors(row), vectors[row : row + 1], atol=1e-3)
+    assert loaded.chunks.column("chunk_id").to_pylist() == table.column("chunk_id").to_pylist()
 
 
 def test_an_index_of_other_evidence_units_is_refused(tmp_path):

@@ -16,13 +16,13 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from rag.embedding import load_embedder, model_identity
 from rag.errors import NoDocumentsError, SourceNotFoundError
-from rag.index_store import current_version, load_index, read_manifest
+from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
 from rag.ingest import chunk_files, local_engine, run_ingest
+from rag.progress import Count
 from rag.units import UNITS_VERSION, unit_texts
 from tests.conftest import SEEDS, default_ingest_config, run_kafka_rag
 
@@ -43,12 +43,12 @@ BAD_FILES = {
 }
 
 
-def _must_not_run(files, config, known_ids, progress):
+def _must_not_run(files, config, known_ids, shards, progress):
     raise AssertionError(f"the engine was asked to process {[f.source_path for f in files]}")
 
 
 def _table(index_dir: Path):
-    return pq.read_table(index_dir / "versions" / current_version(index_dir) / "chunks.parquet")
+    return read_chunk_table(index_dir)
 
 
 def _by_id(index_dir: Path) -> dict[str, dict]:
@@ -95,7 +95,7 @@ def test_full_ingest_publishes_a_complete_manifest(built):
     manifest = read_manifest(index_dir)
     seeds = sorted(p.name for p in corpus.iterdir())
 
-    assert manifest["schema_version"] == 1
+    assert manifest["schema_version"] == 2
     assert manifest["version"] == report.version == current_version(index_dir)
     identity = model_identity(load_embedder(default_ingest_config().model))
     assert manifest["model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2"
@@ -119,11 +119,14 @@ def test_full_ingest_publishes_a_complete_manifest(built):
 
     counts = manifest["counts"]
     chunks = report.chunks
-    assert counts == {"documents": 5, "chunks": chunks, "embedded": chunks, "reused": 0, "skipped": 0}
+    assert counts == {"documents": 5, "chunks": chunks, "embedded": chunks, "reused": 0, "duplicates": 0, "skipped": 0}
+    assert manifest["vectors"]["chunks"] == chunks and manifest["vectors"]["dimension"] == 384
+    assert manifest["vectors"]["units"] > chunks  # most chunks hold several evidence units
     assert (report.unchanged, report.documents, report.embedded, report.reused) == (False, 5, chunks, 0)
     assert report.chunks == sum(f["chunks"] for f in manifest["files"]) > 100
     assert report.engine == "local" and report.skipped == ()
-    assert {"chunk_and_embed", "encode", "publish"} <= set(report.stage_seconds)
+    assert {"chunk_and_embed", "merge", "encode", "publish"} <= set(report.stage_seconds)
+    assert not list((index_dir / "versions" / report.version).glob("shards"))  # streamed in, then removed
 
 
 def test_full_ingest_chunk_table_and_vectors(built):
@@ -149,9 +152,10 @@ def test_full_ingest_chunk_table_and_vectors(built):
     assert len(rows) == len(expected_ids) == report.chunks
 
     loaded = load_index(index_dir, expected_model=model_identity(load_embedder(default_ingest_config().model)))
-    assert loaded.faiss_index.ntotal == len(rows)
+    assert loaded.dense.index.ntotal == len(rows)
     np.testing.assert_allclose(np.linalg.norm(loaded.vectors, axis=1), 1.0, atol=1e-5)
-    for row, units in zip(rows, loaded.unit_vectors, strict=True):
+    for position, row in enumerate(rows):
+        units = loaded.unit_vectors(position)
         assert row["section_path"][0] == row["title"] and len(row["section_path"]) >= 1
         assert units.shape == (len(unit_texts(row["text"], row["section_path"])), 384)
     # A stored vector is the model's vector for the chunk's embedding text (section path, then text).
@@ -160,7 +164,7 @@ def test_full_ingest_chunk_table_and_vectors(built):
     fresh = embedder.encode([" › ".join(r["section_path"]) + "\n\n" + r["text"] for r in sample])
     np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), fresh, atol=1e-5)
     # FAISS row i is chunk row i: each sampled chunk's fresh vector finds that chunk first.
-    _, hits = loaded.faiss_index.search(fresh, 1)
+    _, hits = loaded.dense.index.search(fresh, 1)
     assert [rows[int(h)]["chunk_id"] for h in hits[:, 0]] == [r["chunk_id"] for r in sample]
 
 
@@ -208,14 +212,16 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
 
     seen: list[list[str]] = []
 
-    def recording_engine(files, config, known_ids, progress):
+    def recording_engine(files, config, known_ids, shards, progress):
         seen.append([f.source_path for f in files])
-        return local_engine(files, config, known_ids, progress)
+        return local_engine(files, config, known_ids, shards, progress)
 
     messages: list[str] = []
     report = run_ingest([corpus], index_dir, default_ingest_config(), engine=recording_engine, progress=messages.append)
     assert seen == [[CHANGED]]  # unchanged files are never read again
-    assert f"embedding: {expected_embedded}/{expected_embedded} chunks" in messages
+    assert any(str(m).startswith(f"embedding: {expected_embedded} new chunks, ") for m in messages)
+    counts = [m for m in messages if isinstance(m, Count) and m.stage == "embedding"]
+    assert counts[-1].done == counts[-1].total > expected_embedded  # texts: each chunk and its evidence units
     assert report.unchanged is False and report.version != old_version
     assert report.embedded == expected_embedded
     assert report.reused == report.chunks - expected_embedded
@@ -238,7 +244,7 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
     loaded = load_index(index_dir)
     assert loaded.version == report.version
     query = load_embedder(default_ingest_config().model).encode([NEW_SENTENCE])
-    _, hits = loaded.faiss_index.search(query, 1)
+    _, hits = loaded.dense.index.search(query, 1)
     assert NEW_SENTENCE in loaded.chunks.column("text")[int(hits[0][0])].as_py()
 
 
@@ -251,7 +257,7 @@ def test_a_new_units_version_re_embeds_everything(workspace, monkeypatch):
     class Seen(Exception):
         pass
 
-    def recording_engine(files, config, known_ids, progress):
+    def recording_engine(files, config, known_ids, shards, progress):
         seen.append((sorted(f.source_path for f in files), known_ids))
         raise Seen
 
@@ -293,7 +299,7 @@ def test_removed_file_disappears_from_the_new_version(workspace):
     assert set(after) == set(before) - removed_ids
     assert REMOVED not in {f["source_path"] for f in read_manifest(index_dir)["files"]}
     loaded = load_index(index_dir)
-    assert loaded.faiss_index.ntotal == len(after)
+    assert loaded.dense.index.ntotal == len(after)
     assert REMOVED not in set(loaded.chunks.column("source_path").to_pylist())
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import bm25s
 import numpy as np
 import pytest
 
-from rag.lexical import bm25_scores, build_bm25, load_bm25, save_bm25, tokenize
+from rag.lexical import bm25_scores, build_bm25, document_frequency, load_bm25, rows_holding, save_bm25, tokenize
+from tests.conftest import SEEDS
 
 TEXTS = [
     "The producer aborts the transaction when transaction.timeout.ms expires before the commit.",
@@ -93,3 +95,27 @@ def test_text_without_tokens_still_indexes():
     index = build_bm25(["the of", "consumer lag"])
     scores = bm25_scores(index, "consumer")
     assert scores[0] == 0 and scores[1] > 0
+
+
+def test_postings_give_each_rows_terms_and_document_frequencies(tmp_path):
+    """What retrieval reads from the index instead of keeping each chunk's terms in memory."""
+    save_bm25(build_bm25(TEXTS), tmp_path / "bm25")
+    loaded = load_bm25(tmp_path / "bm25")
+    rows = np.arange(len(TEXTS))
+    for token in ["share", "group", "transaction.timeout.ms", "consumer", "isr", "absent"]:
+        holding = [token in tokenize(text) for text in TEXTS]
+        assert rows_holding(loaded, token, rows).tolist() == holding, token
+        assert document_frequency(loaded, token) == sum(holding), token
+    assert rows_holding(loaded, "share", np.asarray([0, 3])).tolist() == [False, True]
+    assert rows_holding(loaded, "share", np.asarray([], dtype=np.int64)).tolist() == []
+
+
+def test_the_streaming_build_scores_exactly_as_bm25s_own_index(tmp_path):
+    """One pass with compact arrays instead of bm25s' token lists, same scores and the same files."""
+    texts = [*TEXTS, "", "the a of", *(p.read_text(encoding="utf-8")[:4000] for p in sorted(SEEDS.iterdir()))]
+    reference = bm25s.BM25()
+    reference.index([tokenize(t) or [""] for t in texts], show_progress=False)
+    save_bm25(build_bm25(iter(texts)), tmp_path / "bm25")
+    ours = load_bm25(tmp_path / "bm25")
+    for query in ["share group describe", "transaction.timeout.ms", "consumer rebalance poll", "isr", "zzqx"]:
+        np.testing.assert_allclose(bm25_scores(ours, query), bm25_scores(reference, query), atol=1e-5)

@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from rag.chunking import lexical_text
 from rag.errors import RetrievalError
+from rag.lexical import tokenize
 from rag.query import parse_query
 from rag.ranking import RANK_FEATURES, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever
@@ -96,10 +98,28 @@ def test_matched_terms_and_identifiers_are_the_questions(retriever, stage):
     pool = retriever.retrieve(query, 10, "hybrid", stage)
     names = {i.name for i in query.identifiers}
     for candidate in pool.candidates:
-        assert candidate.matched_terms <= pool.evidence.term_weights.keys()
-        assert set(candidate.identifiers) <= names
-        assert set(candidate.identifiers) <= set(candidate.passage.identifiers)
+        passage = candidate.passage
+        # Read from the BM25 postings, they are exactly the question's terms in the chunk's indexed text.
+        indexed = set(tokenize(lexical_text(passage.section_path, passage.text)))
+        assert candidate.matched_terms == indexed & pool.evidence.term_weights.keys()
+        assert set(candidate.identifiers) == names & set(passage.identifiers)
     assert set(pool.evidence.term_weights) == set(query.tokens)
+    assert any(candidate.identifiers for candidate in pool.candidates)
+
+
+def test_identifier_candidates_are_every_chunk_carrying_the_identifier(retriever, stage):
+    query = parse_query("INVALID_RECORD_STATE")
+    carriers = {
+        chunk_id
+        for chunk_id, identifiers in zip(
+            retriever.index.chunks.column("chunk_id").to_pylist(),
+            retriever.index.chunks.column("identifiers").to_pylist(),
+            strict=True,
+        )
+        if "invalid_record_state" in identifiers
+    }
+    pool = retriever.retrieve(query, 40, "hybrid", stage)
+    assert carriers and carriers <= {c.passage.chunk_id for c in pool.candidates}
 
 
 def test_a_focus_identifier_puts_its_passage_first(retriever, stage):

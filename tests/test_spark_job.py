@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -19,12 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from rag.embedding import load_embedder
 from rag.errors import ConfigurationError
-from rag.index_store import current_version, load_index, read_manifest
+from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
 from rag.ingest import chunk_files, run_ingest
 from rag.settings import Settings
 from rag.spark_job import check_java, spark_engine
@@ -36,7 +36,7 @@ CLUSTER_FILES = ["000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_47
 
 
 def _rows(index_dir: Path) -> list[dict]:
-    return pq.read_table(index_dir / "versions" / current_version(index_dir) / "chunks.parquet").to_pylist()
+    return read_chunk_table(index_dir).to_pylist()
 
 
 def _assert_same_index(rows: list[dict], reference: list[dict]) -> None:
@@ -65,7 +65,7 @@ def spark_seeds_index(tmp_path_factory) -> Path:
         master="local[2]",
         progress=messages.append,
     )
-    (index_dir.parent / "progress.log").write_text("\n".join(messages))
+    (index_dir.parent / "progress.log").write_text("\n".join(map(str, messages)))
     return index_dir
 
 
@@ -107,27 +107,63 @@ def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_ind
     np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), vectors, atol=1e-5)
     for row in sample:
         units = unit_texts(row["text"], row["section_path"])
-        np.testing.assert_allclose(
-            np.asarray(row["unit_vectors"]).reshape(len(units), -1), embedder.encode(units), atol=1e-5
+        np.testing.assert_allclose(  # unit vectors are stored as float16: ~3 significant digits
+            np.asarray(row["unit_vectors"]).reshape(len(units), -1), embedder.encode(units), atol=5e-4
         )
 
     manifest = read_manifest(index_dir)
     assert manifest["engine"] == engine
     assert manifest["counts"]["documents"] == 5 and manifest["counts"]["chunks"] == len(rows)
     assert manifest["spark_master"] == ("local[2]" if engine == "spark" else "")
-    assert load_index(index_dir).faiss_index.ntotal == len(rows)
+    assert load_index(index_dir).dense.index.ntotal == len(rows)
 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_ingest_reports_its_tasks_until_all_are_done(spark_seeds_index):
+def test_spark_ingest_reports_its_tasks_and_texts_until_all_are_done(spark_seeds_index):
     messages = (spark_seeds_index.parent / "progress.log").read_text().splitlines()
-    counts = [tuple(map(int, m.split(", ")[1].split()[0].split("/"))) for m in messages if "tasks done" in m]
-    assert counts, messages
-    done, total = counts[-1]
-    assert done == total >= 2 * 4  # every task of both stages, the embedding stage in 4 tasks per core
-    assert [c[0] for c in counts] == sorted(c[0] for c in counts)
+    chunking = [tuple(map(int, m.split()[1].split("/"))) for m in messages if m.startswith("chunking: ")]
+    embedding = [
+        tuple(map(int, re.fullmatch(r"embedding: (\d+)(?:/(\d+))? texts \((\d+)/(\d+) tasks\)", m).groups("0")))
+        for m in messages
+        if m.startswith("embedding: ") and m.endswith(" tasks)")
+    ]
+    assert chunking and embedding, messages
+    assert chunking[-1][0] == chunking[-1][1] > 0
+    texts, total, tasks, all_tasks = embedding[-1]
+    assert tasks == all_tasks == 2 * 4  # the embedding stage in 4 tasks per core
+    expected = sum(1 + len(unit_texts(r["text"], r["section_path"])) for r in _rows(spark_seeds_index))
+    assert texts == total == expected  # every chunk and every evidence unit, counted on the executors
+    assert [e[0] for e in embedding] == sorted(e[0] for e in embedding)
     assert messages[-1].startswith("publish: version ")
+
+
+# What Spark and the JVM print on their own at start-up and while running: log4j's banner and log lines
+# (`26/11/23 06:16:50 WARN NativeCodeLoader: ...`), the JVM's incubator-module warning, the level hint.
+JVM_CHATTER = re.compile(
+    r"log4j|NativeCodeLoader|incubator modules|Setting default log level|setLogLevel|"
+    r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:WARN|INFO|ERROR)",
+    re.MULTILINE,
+)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("verbose", [False, True], ids=["default", "verbose"])
+def test_spark_chatter_is_hidden_unless_verbose(tmp_path, verbose):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(SEEDS / "000_0424dccc37dbf1fb.txt", corpus)
+    flags = ["--verbose"] if verbose else []
+    result = run_kafka_rag("ingest", str(corpus), "--index", str(tmp_path / "index"), "--master", "local[1]", *flags)
+    assert result.returncode == 0, result.stderr
+    if verbose:
+        assert JVM_CHATTER.search(result.stderr), result.stderr
+    else:
+        assert JVM_CHATTER.findall(result.stdout + result.stderr) == [], result.stderr
+        assert [line for line in result.stderr.splitlines() if not line.startswith("[ingest] ")] == []
+        assert len(result.stdout.splitlines()) == 1 and result.stdout.startswith("Index ")
+    assert "[ingest] embedding: " in result.stderr
 
 
 @pytest.mark.spark

@@ -14,6 +14,7 @@ from rag.units import (
     MIN_UNIT_CHARS,
     EvidenceUnit,
     build_units,
+    is_log,
     render_unit,
     unit_texts,
 )
@@ -185,6 +186,55 @@ def test_unfenced_comment_and_command_lines_are_one_code_unit():
         "grep 'ShareFetch' /var/log/kafka/server.log | tail -50"
     )
     assert build_units(text) == [EvidenceUnit("code", (text,))]
+
+
+def test_unfenced_log_lines_are_one_code_unit_with_their_lead_in():
+    log = (
+        "WARN [Kafka Server 0], Retrying controlled shutdown after the previous attempt failed... "
+        "(kafka.server.KafkaServer)\n"
+        "WARN [Kafka Server 0], Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed"
+    )
+    text = f"If a controlled shutdown attempt fails, you will see error messages like the following:\n\n{log}"
+    units = build_units(text)
+    assert _kinds(units) == ["code"]
+    assert units[0].parts[1] == log
+    assert render_unit(units[0], 1).startswith(
+        f"If a controlled shutdown attempt fails, you will see error messages like the following: [1]\n```\n{log}\n```"
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2024-06-02 11:04:19,332] ERROR [Producer clientId=p1] Aborting producer batches (o.a.k.c.p.i.Sender)",
+        "2024-06-02T11:04:19.332Z INFO Kafka version: 3.9.0",
+        "ERROR [ReplicaFetcherThread-0-6], Error for partition [test,22] to broker 6",
+        "org.apache.kafka.common.errors.TimeoutException: Timeout expired",
+        "kafka.common.KafkaException: Should not set log end offset on partition",
+        "at org.apache.kafka.clients.producer.internals.Sender.run(Sender.java:244)",
+    ],
+)
+def test_log_records_exceptions_and_stack_frames_are_code(line):
+    units = build_units(f"Prose before it comes here.\n{line}")
+    assert _kinds(units) == ["sentence", "code"]
+    assert is_log(units[1].parts[-1])
+
+
+def test_commands_are_not_log():
+    assert not is_log("kafka-share-groups.sh --describe --group g1\ngrep 'ShareFetch' server.log")
+    assert not is_log("ERROR [Broker id=1] first line\nbin/kafka-topics.sh --list")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Error handling in Kafka Streams is configurable.",
+        "The TimeoutException is thrown when the request times out.",
+        "At most once delivery means messages may be lost.",
+    ],
+)
+def test_prose_about_errors_stays_prose(line):
+    assert "code" not in _kinds(build_units(line))
 
 
 # ------------------------------------------------------------------------------------------ tables

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 
 from rag import Answer, Citation, IndexStatus, Passage
 
-SOURCES_TITLE = "📚 Sources"
-RELATED_TITLE = "🔎 Possibly related (not enough to answer)"
+# Labels are plain text: an emoji renders as an empty box on a machine without an emoji font.
+SOURCES_TITLE = "Sources"
+RELATED_TITLE = "Possibly related (not enough to answer)"
 RELATED_EXCERPT_CHARS = 400
 
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
@@ -70,7 +71,7 @@ def render_answer(answer: Answer) -> str:
     """The answer bubble: text with clickable-looking `[n]` markers, then the assistant's notes."""
     labels = {c.marker: c.passage.heading for c in answer.citations}
     body = render_answer_text(answer.text, labels)
-    notes = "\n\n".join(f"*ℹ️ {escape_markdown(note)}*" for note in answer.notes)
+    notes = "\n\n".join(f"*Note: {escape_markdown(note)}*" for note in answer.notes)
     return f"{body}\n\n{notes}" if notes else body
 
 
@@ -136,9 +137,10 @@ def render_related(passages: Sequence[Passage]) -> str:
 
 
 def _passage_entry(passage: Passage, *, label: str, text: str) -> str:
-    where = [f"📄 {escape_markdown(passage.source_path)}", f"score {passage.score:.3f}"]
+    where = [f"file {escape_markdown(passage.source_path)}", f"score {passage.score:.3f}"]
     if passage.url and _SAFE_URL.fullmatch(passage.url):
-        where.append(f"[open ↗]({passage.url})")
+        shown = passage.url.split("://", 1)[1]
+        where.append(f"document: [{escape_markdown(shown)}]({passage.url})")
     quoted = "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
     return f"**{escape_markdown(label)} {escape_markdown(passage.heading)}**  \n{' · '.join(where)}\n\n{quoted}"
 
@@ -197,7 +199,7 @@ def related_title(answer: Answer) -> str:
 
 def render_error(message: str) -> str:
     """A short error bubble; the message is escaped like any other text."""
-    return f"⚠️ {escape_markdown(message)}"
+    return f"**Error:** {escape_markdown(message)}"
 
 
 def render_status(status: IndexStatus, *, retrieval: str, answerer: str) -> str:

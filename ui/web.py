@@ -3,7 +3,7 @@
 The assistant (index + embedding model) is loaded once by `serve` and shared by every session;
 `build_app` only wires it into Blocks. Each turn's clean question, history and `Answer` live in a
 per-session `gr.State`, so follow-ups send the assistant the real conversation (not the rendered
-Markdown) and a 👍/👎 click stores exactly the answer it was given for. The multi-turn JSON endpoint
+Markdown) and a like/dislike click stores exactly the answer it was given for. The multi-turn JSON endpoint
 is `/ask` (question + history → `Answer.to_dict()`); the chat and feedback events are private.
 """
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from rag import (
     ANSWERERS,
@@ -30,15 +31,17 @@ from rag import (
     check_writable,
     feedback_record,
 )
-from ui import render
+from ui import mcp_tools, render
+from ui.api_auth import ApiAuthMiddleware
+from ui.openai_api import routes as openai_routes
 
 log = logging.getLogger(__name__)
 
 TITLE = "Kafka troubleshooting assistant"
 INTRO = (
     "Ask about a Kafka error or paste a log line. Answers quote the indexed documents with "
-    '<span class="cite">[n]</span> markers; open **📚 Sources** under an answer to check each one, '
-    "and rate answers with 👍/👎."
+    '<span class="cite">[n]</span> markers; open **Sources** under an answer to check each one, '
+    "and rate answers with the like and dislike buttons under them."
 )
 EXAMPLE_QUESTIONS = (
     "What causes INVALID_RECORD_STATE (error code 121) and how do I fix it?",
@@ -50,7 +53,7 @@ EXAMPLE_QUESTIONS = (
 EMPTY_HINT = "Type a question first, for example: “What causes INVALID_RECORD_STATE?”"
 ERROR_TEXT = "Sorry, something went wrong while answering. It has been logged; please try again."
 THANKS_TEXT = "Thanks for your feedback!"
-SEARCHING_TITLE = "🔎 Searching the index…"
+SEARCHING_TITLE = "Searching the index…"
 QUEUE_MAX_SIZE = 256  # requests waiting beyond the concurrency limit; more are refused, not buffered
 MAX_TOP_K = 20
 SYSTEM_FONTS = ("ui-sans-serif", "system-ui", "sans-serif")  # the default theme fetches Google fonts
@@ -64,7 +67,7 @@ CSS = """
 
 @dataclass(frozen=True)
 class Turn:
-    """One answered question and where its messages sit in the chat (for mapping 👍/👎 clicks)."""
+    """One answered question and where its messages sit in the chat (for mapping like/dislike clicks)."""
 
     question: str
     history: tuple[Mapping[str, str], ...]
@@ -162,7 +165,7 @@ class ChatHandlers:
         yield chat, [*turns, turn], ""
 
     def vote(self, turns: list[Turn], comment: str, data: gr.LikeData) -> str:
-        """Append a 👍/👎 for the clicked answer to the feedback file; returns the cleared comment box."""
+        """Append a like/dislike of the clicked answer to the feedback file; returns the cleared comment box."""
         if data.liked not in (True, False):
             return comment  # an un-click: nothing to record
         index = data.index[0] if isinstance(data.index, (list, tuple)) else data.index
@@ -231,8 +234,11 @@ def answer_messages(answer: Answer) -> list[dict[str, Any]]:
     return messages
 
 
-def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
-    """The chat UI around an already-loaded assistant; launch it with `launch_options(settings)`."""
+def build_app(assistant: Assistant, settings: Settings, *, mcp: bool = False) -> gr.Blocks:
+    """The chat UI around an already-loaded assistant; launch it with `launch_options(settings)`.
+
+    With `mcp`, the MCP tools (`ui.mcp_tools`) are API endpoints too; launch with `interface_options` then.
+    """
     handlers = ChatHandlers(assistant, settings)
     status = render.render_status(assistant.status, retrieval=settings.retrieval_mode, answerer=settings.answerer)
     with gr.Blocks(title=TITLE, analytics_enabled=False) as app:
@@ -262,7 +268,7 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         comment = gr.Textbox(
             elem_id="feedback-comment",
             label="Feedback comment (optional)",
-            placeholder="What was wrong or missing? Sent with your next 👍/👎.",
+            placeholder="What was wrong or missing? Sent with your next like or dislike.",
             lines=1,
         )
         gr.Examples([[q] for q in EXAMPLE_QUESTIONS], inputs=[textbox], label="Example questions")
@@ -287,6 +293,8 @@ def build_app(assistant: Assistant, settings: Settings) -> gr.Blocks:
         new_chat.click(lambda: ([], []), None, [chatbot, turns], api_visibility="private")
         chatbot.clear(lambda: [], None, [turns], api_visibility="private")
         gr.api(handlers.ask, api_name="ask")
+        if mcp:
+            mcp_tools.add_tools(assistant)
     app.queue(default_concurrency_limit=settings.ui_concurrency, max_size=QUEUE_MAX_SIZE)
     return app
 
@@ -316,13 +324,22 @@ def launch_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def serve(settings: Settings) -> None:
+def interface_options(assistant: Assistant, settings: Settings, *, mcp: bool, openai_api: bool) -> dict[str, Any]:
+    """More `Blocks.launch` arguments: the MCP server, the OpenAI-compatible routes, and the login for both."""
+    routes = openai_routes(assistant, settings.ui_concurrency) if openai_api else []
+    middleware = [Middleware(ApiAuthMiddleware, auth=settings.ui_auth)] if settings.ui_auth else []
+    return {"mcp_server": mcp, "app_kwargs": {"routes": routes, "middleware": middleware}}
+
+
+def serve(settings: Settings, *, mcp: bool = False, openai_api: bool = False) -> None:
     """Check the feedback file, load the index and model once, then serve until interrupted."""
     check_writable(settings.feedback_path)
     options = launch_options(settings)
     assistant = Assistant.from_settings(settings)
-    app = build_app(assistant, settings)
-    app.launch(**options)
+    app = build_app(assistant, settings, mcp=mcp)
+    if openai_api:
+        print(f"* OpenAI-compatible API: http://{settings.ui_host}:{settings.ui_port}/v1 (model 'kafka-rag')")
+    app.launch(**options, **interface_options(assistant, settings, mcp=mcp, openai_api=openai_api))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -331,9 +348,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", default=None, help="address to bind (default: KAFKA_RAG_UI_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port (default: KAFKA_RAG_UI_PORT or 7860)")
+    parser.add_argument("--mcp", action="store_true", help="serve MCP tools at /gradio_api/mcp/ (streamable HTTP)")
+    parser.add_argument(
+        "--openai-api", action="store_true", help="serve an OpenAI-compatible chat API at /v1/chat/completions"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """`kafka-rag serve`; set-up errors propagate to the CLI, which prints one line and exits 2."""
-    serve(Settings.from_env(index_dir=args.index, ui_host=args.host, ui_port=args.port))
+    settings = Settings.from_env(index_dir=args.index, ui_host=args.host, ui_port=args.port)
+    serve(settings, mcp=args.mcp, openai_api=args.openai_api)
     return 0

@@ -61,13 +61,14 @@ class SpyAssistant:
 
 
 @contextmanager
-def launched(assistant: Any, settings: Settings) -> Iterator[str]:
+def launched(assistant: Any, settings: Settings, *, mcp: bool = False, openai_api: bool = False) -> Iterator[str]:
     """`build_app` served on a free loopback port for the duration of the block; yields its URL."""
-    from ui.web import build_app, launch_options
+    from ui.web import build_app, interface_options, launch_options
 
     settings = dataclasses.replace(settings, ui_host="127.0.0.1", ui_port=free_port())
-    app = build_app(assistant, settings)
-    app.launch(**launch_options(settings), prevent_thread_lock=True, quiet=True)
+    app = build_app(assistant, settings, mcp=mcp)
+    extra = interface_options(assistant, settings, mcp=mcp, openai_api=openai_api)
+    app.launch(**launch_options(settings), **extra, prevent_thread_lock=True, quiet=True)
     try:
         yield app.local_url or f"http://127.0.0.1:{settings.ui_port}/"
     finally:

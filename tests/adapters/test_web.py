@@ -74,7 +74,7 @@ def test_history_in_gradio_message_format_is_accepted(client: Client) -> None:
     history = [
         {"role": "user", "content": [{"type": "text", "text": QUESTION}]},
         {"role": "assistant", "content": [{"type": "text", "text": "It is invalid [1]."}]},
-        {"role": "assistant", "content": "…", "metadata": {"title": "📚 Sources (1)"}},
+        {"role": "assistant", "content": "…", "metadata": {"title": "Sources (1)"}},
     ]
     follow_up = client.predict("How do I fix it?", history, api_name="/ask")
     assert "INVALID_RECORD_STATE" in follow_up["query"]
@@ -155,7 +155,7 @@ def test_chat_answer_is_followed_by_a_collapsed_sources_message(spy: SpyAssistan
     chat, turns, _ = updates[-1]
     assert [m["role"] for m in chat] == ["user", "assistant", "assistant"]
     assert "[1]" in chat[1]["content"] and 'class="cite"' in chat[1]["content"]
-    assert chat[2]["metadata"]["title"].startswith("📚 Sources")
+    assert chat[2]["metadata"]["title"].startswith("Sources (")
     assert (turns[0].first_message, turns[0].last_message) == (1, 2)
 
     chat, turns, _ = run_chat(handlers, "How do I fix it?", chat, turns)[-1]
@@ -177,7 +177,7 @@ def test_chat_shows_a_short_error_logs_the_trace_and_keeps_working(
     handlers = web.ChatHandlers(spy, web_settings)
     with caplog.at_level(logging.ERROR, logger="ui.web"):
         chat, turns, _ = run_chat(handlers, f"{BOOM} please", [], [])[-1]
-    assert chat[-1]["content"] == f"⚠️ {web.render.escape_markdown(web.ERROR_TEXT)}"
+    assert chat[-1]["content"] == f"**Error:** {web.render.escape_markdown(web.ERROR_TEXT)}"
     assert turns == []
     assert any(r.exc_info for r in caplog.records)
     chat, turns, _ = run_chat(handlers, QUESTION, chat, turns)[-1]
@@ -211,7 +211,7 @@ def test_chat_streams_the_llm_answer_as_it_arrives(seeds_index: Path, settings_f
     chat, turns, _ = updates[-1]
     assert turns[0].answer.answerer == "llm"
     assert chat[1]["content"].startswith("<strong>Likely cause\\:</strong>") and 'class="cite"' in chat[1]["content"]
-    assert chat[2]["metadata"]["title"] == "📚 Sources (1)"
+    assert chat[2]["metadata"]["title"] == "Sources (1)"
 
 
 # ------------------------------------------------------------------------------------------- feedback

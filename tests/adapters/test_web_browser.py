@@ -167,3 +167,36 @@ def test_document_html_and_links_render_as_inert_text(page: Any, tmp_path: Path)
     assert page.locator('a[href^="javascript:"], [onerror], [onload], [onclick]').count() == 0
     assert page.dialogs == []
     page.screenshot(path=str(tmp_path / "hostile-document.png"), full_page=True)
+
+
+SCREENSHOT = Path(__file__).resolve().parents[2] / "ui" / "screenshot.png"  # linked from the README
+LINKED_QUESTION = "How do I fix InvalidCommitOffsetSyncException when committing offsets?"
+LINKED_URL = "https://kafka.apache.org/documentation/#upgrade_340"  # the seed's own `official_doc_url`
+COMMAND_QUESTION = "how do I check the share group state with kafka-share-groups.sh"
+
+
+def test_commands_render_as_code_blocks(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    ask(page, COMMAND_QUESTION)
+    code = page.locator("#chat .bot.message pre code").first
+    expect(code).to_contain_text("kafka-share-groups.sh --bootstrap-server localhost:9092", timeout=TIMEOUT_MS)
+    expect(code).to_contain_text("grep 'INVALID_RECORD_STATE")
+    assert "```" not in page.locator("#chat").inner_text()
+
+
+def test_answer_with_its_sources_open_links_the_document_and_makes_the_readme_screenshot(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.set_viewport_size({"width": 1100, "height": 900})
+    ask(page, LINKED_QUESTION)
+    chat = page.locator("#chat")
+    chat.get_by_text(re.compile(r"^Sources \(\d+\)")).first.click()
+    link = chat.locator(f'a[href="{LINKED_URL}"]').first
+    expect(link).to_be_visible(timeout=TIMEOUT_MS)
+    expect(link).to_have_text(LINKED_URL.split("://", 1)[1])
+    labels = page.locator("body").inner_text()
+    assert not re.search("[\U0001f000-\U0001faff\u2600-\u27bf]", labels), "a label needs an emoji font"
+    link.scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    assert SCREENSHOT.stat().st_size > 20_000

@@ -14,7 +14,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from rag import Answer, Citation, IndexStatus, Passage
-from ui import render
+from ui import render, web
 from ui.web import answer_messages, conversation, flatten_history
 
 NASTY = [
@@ -219,6 +219,27 @@ def test_sources_link_only_http_urls() -> None:
     rendered = to_html(render.render_sources((safe, unsafe)))
     links = [attrs["href"] for tag, attrs in rendered.tags if tag == "a"]
     assert links == ["https://kafka.apache.org/documentation/#producerconfigs"]
+    assert "document: kafka.apache.org/documentation/#producerconfigs" in visible(rendered)
+
+
+def test_no_label_needs_an_emoji_font() -> None:
+    """Emoji render as empty boxes where no emoji font is installed: every label the UI writes is plain text."""
+    emoji = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f]")
+    cited = answer("Yes [1].", (Citation(1, passage(url="https://kafka.apache.org/"), ("Yes.",)),), notes=("n",))
+    labels = [
+        render.SOURCES_TITLE,
+        render.RELATED_TITLE,
+        render.render_answer(cited),
+        render.render_sources(cited.citations),
+        render.render_related((passage(),)),
+        render.render_error("boom"),
+        web.INTRO,
+        web.SEARCHING_TITLE,
+        web.EMPTY_HINT,
+        web.THANKS_TEXT,
+        web.ERROR_TEXT,
+    ]
+    assert [label for label in labels if emoji.search(label)] == []
 
 
 def test_abstention_shows_the_answer_plainly_and_related_passages_apart() -> None:
@@ -240,7 +261,7 @@ def test_abstention_shows_the_answer_plainly_and_related_passages_apart() -> Non
 def test_an_answer_with_citations_gets_a_collapsed_sources_message() -> None:
     cited = answer("Yes [1].", (Citation(1, passage(), ("The broker rejects the request.",)),))
     messages = answer_messages(cited)
-    assert messages[1]["metadata"] == {"title": "📚 Sources (1)", "status": "done"}
+    assert messages[1]["metadata"] == {"title": "Sources (1)", "status": "done"}
     assert len(messages) == 2
 
 
@@ -257,7 +278,7 @@ def test_gradio_history_is_flattened_to_role_and_text() -> None:
     messages = [
         {"role": "user", "content": [{"type": "text", "text": "Why?"}], "metadata": None},
         {"role": "assistant", "content": "Because [1]."},
-        {"role": "assistant", "content": "sources…", "metadata": {"title": "📚 Sources (1)"}},
+        {"role": "assistant", "content": "sources…", "metadata": {"title": "Sources (1)"}},
     ]
     assert flatten_history(messages) == [
         {"role": "user", "content": "Why?"},

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port, stop_process_group
+from tests.test_spark_job import JVM_CHATTER
 
 pytestmark = pytest.mark.slow
 
@@ -98,6 +99,9 @@ def test_make_run_ingests_the_seeds_and_serves_the_chat(tmp_path: Path) -> None:
         assert not answer["abstained"], answer
         assert "000_0424dccc37dbf1fb.txt" in {c["source_path"] for c in answer["citations"]}, answer
         assert (tree / "index" / "CURRENT").exists()
+        ingest_output = log_path.read_text(encoding="utf-8", errors="replace").split("kafka-rag serve", 1)[0]
+        assert "[ingest] publish: version " in ingest_output
+        assert JVM_CHATTER.findall(ingest_output) == [], ingest_output  # Spark's and the JVM's chatter stays hidden
     finally:
         stop_process_group(process)
     assert process.returncode is not None

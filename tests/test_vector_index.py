@@ -1,0 +1,71 @@
+"""Nearest-neighbour search over a vector file: exact below the threshold, IVF-PQ with an exact re-rank above.
+
+Clustered synthetic vectors (points around a few hundred centres, like a corpus' topics) with the real
+FAISS; the recall at real scale is measured by benchmarks/scale.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag.vector_index import REFINE, VectorSearch, build_vector_index, choose_index_type, write_vector_index
+
+DIMENSION = 32
+
+
+def _clustered(count: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(200, DIMENSION))
+    points = centres[rng.integers(len(centres), size=count)] + rng.normal(scale=0.3, size=(count, DIMENSION))
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    return points.astype(np.float32)
+
+
+def _loaded(tmp_path, vectors: np.ndarray, flat_max: int) -> VectorSearch:
+    spec = choose_index_type(len(vectors), flat_max, DIMENSION)
+    write_vector_index(build_vector_index(vectors, spec), tmp_path / "vectors.faiss")
+    path = tmp_path / "vectors.f32"
+    vectors.tofile(path)
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=vectors.shape) if len(vectors) else vectors
+    return VectorSearch.load(tmp_path / "vectors.faiss", mapped, spec)
+
+
+def test_exact_up_to_the_threshold_then_ivf_pq_with_a_re_rank():
+    assert choose_index_type(1000, 1000, 384) == {"type": "Flat", "metric": "inner_product"}
+    above = choose_index_type(1_000_000, 1000, 384)
+    assert above["type"] == "IVF1000,PQ96" and above["refine"] == REFINE
+    assert above["nprobe"] <= above["nlist"]
+    assert choose_index_type(2000, 1000, 384)["nlist"] >= 16  # small sets still get enough lists to probe
+
+
+def test_flat_search_is_exact(tmp_path):
+    vectors = _clustered(500)
+    search = _loaded(tmp_path, vectors, flat_max=1000)
+    query = vectors[7]
+    expected = np.argsort(-(vectors @ query), kind="stable")[:10]
+    assert search.search(query, 10).tolist() == expected.tolist()
+    assert search.search(query, 10_000).shape == (500,)  # asking for more than there is gives all
+
+
+def test_approximate_search_re_ranks_exactly_and_keeps_recall(tmp_path):
+    vectors = _clustered(20_000, seed=1)
+    search = _loaded(tmp_path, vectors, flat_max=1000)
+    assert search.spec["type"].startswith("IVF") and search.size == len(vectors)
+    noisy = vectors[:100] + np.random.default_rng(2).normal(scale=0.1, size=(100, DIMENSION)).astype(np.float32)
+    queries = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)  # questions near the corpus' topics
+    recalls = []
+    for query in queries:
+        found = search.search(query, 10)
+        scores = vectors[found] @ query
+        assert (np.diff(scores) <= 1e-6).all()  # best first, by the exact score from the vector file
+        exact = np.argsort(-(vectors @ query))[:10]
+        recalls.append(len(set(found.tolist()) & set(exact.tolist())) / 10)
+    assert np.mean(recalls) >= 0.9
+
+
+@pytest.mark.parametrize("count", [0, 1])
+def test_tiny_and_empty_sets(tmp_path, count):
+    vectors = _clustered(max(count, 1))[:count]
+    search = _loaded(tmp_path, vectors, flat_max=1000)
+    assert search.search(np.ones(DIMENSION, np.float32) / DIMENSION**0.5, 5).tolist() == list(range(count))
