@@ -44,6 +44,7 @@ bench: venv index
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/scale.py --chunks 100000 --half serve
 	$(BIN)/python benchmarks/ask.py
+	$(BIN)/python benchmarks/embedding.py --index index
 	$(BIN)/python benchmarks/peer_baseline.py
 	$(BIN)/python benchmarks/ui_load.py
 

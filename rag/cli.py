@@ -169,7 +169,7 @@ def _ingest(args: argparse.Namespace) -> int:
             f"Index {summary['version']} in {settings.index_dir}/: {summary['documents']} documents, "
             f"{summary['chunks']} chunks ({report.embedded} embedded, {report.reused} reused, "
             f"{report.duplicates} duplicate texts), "
-            f"{summary['index_type']} index, model {summary['model']}, {report.seconds:.1f}s"
+            f"{summary['index_type']} index, model {summary['model']} ({summary['backend']}), {report.seconds:.1f}s"
         )
         for skip in report.skipped:
             print(f"  skipped {skip['source_path']}: {skip['reason']}")

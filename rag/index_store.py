@@ -451,13 +451,16 @@ def load_version(path: Path, expected_model: ModelIdentity | None = None) -> Loa
 
 
 def check_model(manifest: Mapping[str, Any], expected: ModelIdentity) -> None:
+    """Same dimension and fingerprint, whatever the backends: torch and onnx vectors agree, so either serves an
+    index built by the other; int8 vectors do not, so its fingerprint differs and it needs its own index."""
     built = manifest.get("model", {})
     if built.get("dimension") != expected.dimension or built.get("fingerprint") != expected.fingerprint:
         raise IndexMismatchError(
-            f"The index was built with embedding model '{built.get('name')}' (dimension {built.get('dimension')}, "
-            f"fingerprint {built.get('fingerprint')}) but the configured model is '{expected.name}' (dimension "
-            f"{expected.dimension}, fingerprint {expected.fingerprint}): re-run 'kafka-rag ingest' with this model "
-            f"or set KAFKA_RAG_MODEL={built.get('name')}"
+            f"The index was built with embedding model '{built.get('name')}' on backend {built.get('backend')} "
+            f"(dimension {built.get('dimension')}, fingerprint {built.get('fingerprint')}) but the configured model "
+            f"is '{expected.name}' on backend {expected.backend} (dimension {expected.dimension}, fingerprint "
+            f"{expected.fingerprint}): re-run 'kafka-rag ingest' with this model and backend, or set "
+            f"KAFKA_RAG_MODEL={built.get('name')} and KAFKA_RAG_EMBED_BACKEND={built.get('backend')}"
         )
 
 
@@ -470,6 +473,7 @@ def summarize(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "chunks": counts.get("chunks", 0),
         "skipped": len(manifest.get("skipped", [])),
         "model": manifest.get("model", {}).get("name"),
+        "backend": manifest.get("model", {}).get("backend"),
         "built_at": manifest.get("built_at"),
         "index_type": manifest.get("faiss", {}).get("type"),
     }

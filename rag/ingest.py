@@ -10,9 +10,11 @@ and chunks of changed files whose content hash is known reuse their vectors too.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import itertools
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,7 +28,7 @@ import pyarrow.parquet as pq
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
 from rag.documents import SUPPORTED_SUFFIXES, load_document, walk_sources
-from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, all_cores, load_embedder, model_identity
+from rag.embedding import Embedder, ModelIdentity, load_embedder, model_identity
 from rag.errors import IndexStoreError, LoaderError, NoDocumentsError, SourceNotFoundError
 from rag.index_lock import writer_lock
 from rag.index_store import (
@@ -58,6 +60,8 @@ class IngestConfig:
     chunk_overlap: int
     encode_batch_size: int = 16
     threads_per_task: int = 1
+    embed_backend: str = Settings.embed_backend
+    model_cache_dir: str = str(Settings.model_cache_dir)  # "~" expands on each executor's machine
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestConfig:
@@ -67,6 +71,8 @@ class IngestConfig:
             settings.chunk_overlap,
             settings.encode_batch_size,
             settings.threads_per_task,
+            settings.embed_backend,
+            str(settings.model_cache_dir),
         )
 
     def chunker(self) -> dict[str, Any]:
@@ -167,7 +173,7 @@ def embed_rows(
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
     driver can record it without loading the model itself.
     """
-    embedder: SentenceTransformerEmbedder | None = None
+    embedder: Embedder | None = None
     batch: list[dict[str, Any]] = []
     seconds = 0.0
 
@@ -191,7 +197,9 @@ def embed_rows(
             yield row
             continue
         if embedder is None:
-            embedder = load_embedder(config.model, config.threads_per_task)
+            embedder = load_embedder(
+                config.model, config.embed_backend, config.threads_per_task, Path(config.model_cache_dir)
+            )
         batch.append(row)
         if len(batch) >= ROWS_PER_ENCODE:
             yield from flush()
@@ -209,7 +217,7 @@ def embed_rows(
 
 
 def _encode_in_slices(
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     texts: list[str],
     batch_size: int,
     on_encoded: Callable[[int], None] | None,
@@ -298,8 +306,10 @@ def local_engine(
     """The same stages as the Spark job, in this process, counting files, chunks and embedded texts.
 
     A chunk text that occurs more than once (a page copied under two names) is encoded once; the
-    copies get its vectors, and a "copies" row says how many there were.
+    copies get its vectors, and a "copies" row says how many there were. The embedder gets every core:
+    here it is the only work in its process, while a Spark task or a server shares the cores.
     """
+    config = dataclasses.replace(config, threads_per_task=os.cpu_count() or 1)
     rows = []
     copies: list[dict[str, Any]] = []
     first: set[tuple[Any, ...]] = set()
@@ -339,16 +349,15 @@ def local_engine(
         shard.clear()
 
     shards.mkdir(parents=True, exist_ok=True)
-    with all_cores():
-        for row in embed_rows(rows, config, known_ids, on_encoded=count):
-            if row["kind"] != "chunk":
-                others.append(row)
-                continue
-            if row["vector"] is not None and text_key(row) in copied:
-                originals[text_key(row)] = {"vector": row["vector"], "unit_vectors": row["unit_vectors"]}
-            shard.append(row)
-            if len(shard) >= SHARD_ROWS:
-                flush()
+    for row in embed_rows(rows, config, known_ids, on_encoded=count):
+        if row["kind"] != "chunk":
+            others.append(row)
+            continue
+        if row["vector"] is not None and text_key(row) in copied:
+            originals[text_key(row)] = {"vector": row["vector"], "unit_vectors": row["unit_vectors"]}
+        shard.append(row)
+        if len(shard) >= SHARD_ROWS:
+            flush()
     shard.extend({**row, **originals[text_key(row)]} for row in copies)
     if shard:
         flush()
@@ -602,8 +611,12 @@ class _Carried:
 
 
 def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool:
+    """Vectors are reused only from a build with the same model on the same backend, so the manifest's
+    backend is the one that made every vector in the index."""
+    model = previous.get("model", {})
     return (
-        previous.get("model", {}).get("name") == config.model
+        model.get("name") == config.model
+        and model.get("backend") == config.embed_backend
         and previous.get("chunker") == config.chunker()
         and previous.get("schema_version") == SCHEMA_VERSION
     )
@@ -620,7 +633,7 @@ def _model_entry(
                 f"Workers loaded different models for '{config.model}': check the model path on every node"
             )
         first = models[0]
-        identity = ModelIdentity(config.model, first["dimension"], first["fingerprint"])
+        identity = ModelIdentity(config.model, first["dimension"], first["fingerprint"], config.embed_backend)
         return {**asdict(identity), "metric": "inner_product"}
     return dict(previous["model"]) if previous else None
 

@@ -108,7 +108,9 @@ class Assistant:
         settings = settings or Settings.from_env()
         read_version_manifest(serving_path(settings.index_dir))  # a missing or damaged index: say so before the model
         ranker, abstention = load_ranker(), load_abstention()  # a broken model file fails before the model loads
-        embedder = load_embedder(settings.model, settings.query_threads)
+        embedder = load_embedder(
+            settings.model, settings.embed_backend, settings.query_threads, settings.model_cache_dir
+        )
         index = load_index(settings.index_dir, model_identity(embedder))
         return cls(settings, Retriever(index, embedder), ranker, abstention, embedder)
 
