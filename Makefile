@@ -44,6 +44,7 @@ bench: venv index
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/scale.py --chunks 100000 --half serve
 	$(BIN)/python benchmarks/ask.py
+	$(BIN)/python benchmarks/embedding.py --index index
 	$(BIN)/python benchmarks/peer_baseline.py
 	$(BIN)/python benchmarks/ui_load.py
 
@@ -53,4 +54,4 @@ lint: venv
 	$(BIN)/mypy
 
 clean:
-	rm -rf index/CURRENT index/versions evals/runs
+	rm -rf index/CURRENT index/versions index/.lock index/holds evals/runs

@@ -1,7 +1,8 @@
 """`kafka-rag`: the command line. Each subcommand loads settings once, applies its flags, and calls
 the library; adapters with their own flags (serve, slack, eval) register through `add_arguments`/`run`.
 
-Exit codes: 0 ok, 1 a gate or check failed, 2 bad input or configuration (one line on stderr).
+Exit codes: 0 ok, 1 a gate or check failed, 2 bad input, configuration or a damaged index (one line on
+stderr), 3 another ingest holds the index's writer lock, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag.errors import KafkaRagError, QuestionError, SourceNotFoundError
+from rag.errors import IndexLockedError, KafkaRagError, QuestionError, SourceNotFoundError
 from rag.settings import RETRIEVAL_MODES, Settings
 
 SAMPLE_QUESTION = "What does error code 121 INVALID_RECORD_STATE mean?"
@@ -40,12 +41,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
+    except IndexLockedError as exc:
+        print(f"kafka-rag: {exc}", file=sys.stderr)
+        return 3
     except KafkaRagError as exc:
         print(f"kafka-rag: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not _interrupted(exc):
+            raise
         print("kafka-rag: interrupted", file=sys.stderr)
         return 130
+
+
+def _interrupted(exc: BaseException | None) -> bool:
+    """Ctrl-C, or an error raised while a Ctrl-C unwound (py4j fails once Spark cancelled its jobs)."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
@@ -62,7 +79,20 @@ def _parser(argv: Sequence[str] | None) -> argparse.ArgumentParser:
     ingest.add_argument("--verbose", action="store_true", help="also show Spark's and the JVM's own log output")
     ingest.add_argument("--json", action="store_true", help="print a machine-readable summary")
     ingest.add_argument("--sample", action="store_true", help="then show the best passages for a sample question")
+    ingest.add_argument("--wait", action="store_true", help="wait for another ingest into --index to finish")
     ingest.set_defaults(handler=_ingest)
+
+    index = commands.add_parser("index", help="list the index's versions, or roll back to an earlier one")
+    index_commands = index.add_subparsers(dest="index_command", required=True)
+    listing = index_commands.add_parser("list", help="versions with sizes and counts; * marks the serving one")
+    listing.add_argument("--index", type=Path, help="index directory (default: KAFKA_RAG_INDEX_DIR or index/)")
+    listing.add_argument("--json", action="store_true", help="print the versions as JSON")
+    listing.set_defaults(handler=_index_list)
+    back = index_commands.add_parser("rollback", help="serve an earlier complete version (default: the previous)")
+    back.add_argument("version", nargs="?", help="the version to serve (see 'kafka-rag index list')")
+    back.add_argument("--index", type=Path, help="index directory (default: KAFKA_RAG_INDEX_DIR or index/)")
+    back.add_argument("--wait", action="store_true", help="wait for a running ingest to finish")
+    back.set_defaults(handler=_index_rollback)
 
     for name in ("ask", "chat"):
         command = commands.add_parser(name, help="answer one question" if name == "ask" else "interactive chat")
@@ -107,7 +137,13 @@ def _ingest(args: argparse.Namespace) -> int:
     with console_progress(quiet=args.quiet or args.json) as progress:
         if args.no_spark:
             report = run_ingest(
-                sources, settings.index_dir, config, flat_index_max=settings.flat_index_max, progress=progress
+                sources,
+                settings.index_dir,
+                config,
+                flat_index_max=settings.flat_index_max,
+                progress=progress,
+                wait=args.wait,
+                keep_versions=settings.keep_versions,
             )
         else:
             from rag.spark_job import spark_engine
@@ -122,15 +158,18 @@ def _ingest(args: argparse.Namespace) -> int:
                 master=settings.spark_master,
                 flat_index_max=settings.flat_index_max,
                 progress=progress,
+                wait=args.wait,
+                keep_versions=settings.keep_versions,
             )
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        _print_json(report.to_dict())
     elif not args.quiet:
         summary = summarize(read_manifest(settings.index_dir) or {})
         print(
             f"Index {summary['version']} in {settings.index_dir}/: {summary['documents']} documents, "
-            f"{summary['chunks']} chunks ({report.embedded} embedded, {report.reused} reused), "
-            f"{summary['index_type']} index, model {summary['model']}, {report.seconds:.1f}s"
+            f"{summary['chunks']} chunks ({report.embedded} embedded, {report.reused} reused, "
+            f"{report.duplicates} duplicate texts), "
+            f"{summary['index_type']} index, model {summary['model']} ({summary['backend']}), {report.seconds:.1f}s"
         )
         for skip in report.skipped:
             print(f"  skipped {skip['source_path']}: {skip['reason']}")
@@ -161,15 +200,64 @@ def _assistant(args: argparse.Namespace):
 def _ask(args: argparse.Namespace) -> int:
     question = args.question
     if question in (None, "-"):
-        question = sys.stdin.read()
+        stream = getattr(sys.stdin, "buffer", None)  # bytes, so undecodable input cannot crash the read
+        question = stream.read().decode("utf-8", errors="replace") if stream else sys.stdin.read()
+    else:  # an argument that is not UTF-8 arrives with surrogate escapes: make them replacement characters
+        question = question.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
     if not question.strip():  # refuse before spending seconds on loading the model
         raise QuestionError("The question is empty: type a question or paste an error message")
+    from rag.service import check_question
+
+    check_question(question, (), 1)  # the length now; --top-k is checked by Settings
     assistant = _assistant(args)
     answer = assistant.ask(question)
     if args.json:
-        print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False))
+        _print_json(answer.to_dict())
     else:
         print(render_answer(answer))
+    return 0
+
+
+def _print_json(data: object) -> None:
+    """JSON on stdout as UTF-8 whatever the locale; text that is not valid Unicode becomes U+FFFD."""
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    stream.write(text.encode("utf-8", errors="replace"))
+    stream.flush()
+
+
+def _index_list(args: argparse.Namespace) -> int:
+    from rag.errors import IndexNotFoundError
+    from rag.versions import list_versions
+
+    index_dir = Settings.from_env(index_dir=args.index).index_dir
+    versions = list_versions(index_dir)
+    if args.json:
+        _print_json([v.to_dict() for v in versions])
+        return 0
+    if not versions:
+        raise IndexNotFoundError(f"No index at {index_dir}/: run 'kafka-rag ingest' first")
+    print(f"Versions in {index_dir}/ (* serving, h held by a running server):")
+    for v in versions:
+        mark = ("*" if v.serving else " ") + ("h" if v.held else " ")
+        state = f"  DAMAGED: {v.problem}" if v.problem else ""
+        print(
+            f"{mark} {v.name}  {v.size_bytes / 1_048_576:8.1f} MiB  {v.documents:6d} documents  "
+            f"{v.chunks:7d} chunks  built {v.built_at or '?'}{state}"
+        )
+    return 0
+
+
+def _index_rollback(args: argparse.Namespace) -> int:
+    from rag.versions import rollback
+
+    index_dir = Settings.from_env(index_dir=args.index).index_dir
+    version = rollback(index_dir, args.version, wait=args.wait)
+    print(f"{index_dir}/ now serves version {version}; running servers switch to it within seconds")
     return 0
 
 

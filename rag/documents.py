@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,14 +50,58 @@ class Document:
 
 def iter_source_files(root: Path) -> Iterator[tuple[Path, str]]:
     """(absolute path, path relative to the corpus root) for every candidate file, in a stable order."""
-    if root.is_file():
-        yield root, root.name
+    for path, relative, reason in walk_sources(root):
+        if not reason:
+            yield path, relative
+
+
+def walk_sources(root: Path) -> Iterator[tuple[Path, str, str]]:
+    """(path, path relative to the root, skip reason or "") for every file under `root`, in a stable order.
+
+    Hidden files and folders are left out silently. Symbolic links are never followed out of the root: a
+    link leaving it, a link loop, a dangling link and a link to a folder are reported as skipped.
+    """
+    if not root.is_dir():
+        yield root, root.name, ""
         return
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        relative = path.relative_to(root)
-        if any(part.startswith(".") for part in relative.parts):
-            continue
-        yield path, relative.as_posix()
+    real_root = root.resolve()
+
+    def walk(folder: Path) -> Iterator[tuple[Path, str, str]]:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            yield folder, folder.relative_to(root).as_posix(), f"unreadable folder ({exc.strerror})"
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            relative = path.relative_to(root).as_posix()
+            if entry.is_symlink():
+                yield path, relative, _link_problem(path, real_root)
+            elif entry.is_dir(follow_symlinks=False):
+                yield from walk(path)
+            elif entry.is_file(follow_symlinks=False):
+                yield path, relative, ""
+            else:
+                yield path, relative, "not a regular file"
+
+    yield from walk(root)
+
+
+def _link_problem(path: Path, real_root: Path) -> str:
+    """Why a symbolic link is skipped; "" for a link to a file inside the source root."""
+    try:
+        target = path.resolve(strict=True)
+    except FileNotFoundError:
+        return "broken symlink (its target does not exist)"
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError on a loop, 3.13 OSError(ELOOP)
+        return "symlink loop"
+    if not target.is_relative_to(real_root):
+        return "symlink leads outside the source folder"
+    if target.is_dir():
+        return "symlink to a folder (its files are read where they are)"
+    return ""
 
 
 def document_id(source_path: str) -> str:
@@ -86,14 +131,14 @@ def load_document(data: bytes, source_path: str) -> Document:
 
 
 def _decode(data: bytes, source_path: str) -> str:
-    if b"\x00" in data[:8192]:
+    if b"\x00" in data and data[:2] not in (b"\xff\xfe", b"\xfe\xff"):  # anywhere: text has none
         raise LoaderError(source_path, "binary file (NUL bytes)")
     for encoding in ("utf-8-sig", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8-sig",):
         try:
             text = data.decode(encoding)
         except UnicodeDecodeError:
             continue
-        if _control_char_share(text) > 0.05:
+        if "\x00" in text or _control_char_share(text) > 0.05:
             raise LoaderError(source_path, "binary file (control characters)")
         return text
     raise LoaderError(source_path, "not valid UTF-8 text (undecodable bytes)")

@@ -10,7 +10,8 @@
     │   └── ModelNotFoundError      the embedding model cannot be found locally or on a hub
     ├── IndexStoreError
     │   ├── IndexNotFoundError      no published index: run `kafka-rag ingest`
-    │   └── IndexMismatchError      the index was built with another embedding model
+    │   ├── IndexMismatchError      the index was built with another embedding model
+    │   └── IndexLockedError        another ingest holds the index's writer lock (CLI exit code 3)
     ├── QuestionError               an empty or unusable question: nothing is searched
     ├── RetrievalError
     ├── GenerationError             the LLM endpoint failed, timed out or answered nonsense
@@ -70,6 +71,10 @@ class IndexNotFoundError(IndexStoreError):
 
 
 class IndexMismatchError(IndexStoreError):
+    pass
+
+
+class IndexLockedError(IndexStoreError):
     pass
 
 

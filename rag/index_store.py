@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +44,6 @@ from rag.units import UNITS_VERSION
 from rag.vector_index import VectorSearch, build_vector_index, choose_index_type, write_vector_index
 
 SCHEMA_VERSION = 2
-KEEP_VERSIONS = 3
 WRITE_BATCH_ROWS = 1024
 CHUNKS_FILE = "chunks.arrow"
 VECTORS_FILE = "vectors.f32"
@@ -97,19 +95,90 @@ def new_version_name() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def current_version(index_dir: Path) -> str | None:
+def read_pointer(index_dir: Path) -> str | None:
+    """The version name `CURRENT` holds, whether or not that version exists; None without a pointer."""
     pointer = index_dir / "CURRENT"
-    if not pointer.is_file():
+    try:
+        name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    name = pointer.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise IndexStoreError(f"Cannot read {pointer} ({exc.strerror}): check its permissions") from exc
+    return name
+
+
+def current_version(index_dir: Path) -> str | None:
+    name = read_pointer(index_dir)
     return name if name and (index_dir / "versions" / name / "manifest.json").is_file() else None
 
 
+def serving_path(index_dir: Path) -> Path:
+    """The folder of the version `CURRENT` names; a clear error when there is none or it is missing."""
+    name = read_pointer(index_dir)
+    if name is None:
+        raise IndexNotFoundError(f"No index at {index_dir}/: run 'kafka-rag ingest' first")
+    pointer = index_dir / "CURRENT"
+    if not name or "/" in name or name.startswith("."):
+        raise IndexStoreError(
+            f"{pointer} does not name a version ({name[:40]!r}): run 'kafka-rag index rollback' or 'kafka-rag ingest'"
+        )
+    path = index_dir / "versions" / name
+    if not path.is_dir():
+        raise IndexStoreError(
+            f"{pointer} names version {name}, but {path}/ is missing: "
+            "run 'kafka-rag index rollback' or 'kafka-rag ingest'"
+        )
+    return path
+
+
+_REQUIRED = {
+    "schema_version": int,
+    "version": str,
+    "model": dict,
+    "chunker": dict,
+    "faiss": dict,
+    "units_faiss": dict,
+    "vectors": dict,
+    "counts": dict,
+}
+_REQUIRED_MODEL = {"name": str, "dimension": int, "fingerprint": str}
+
+
+def read_version_manifest(path: Path) -> dict[str, Any]:
+    """A version's manifest, checked: unreadable JSON, missing fields or another schema version name the file."""
+    file = path / "manifest.json"
+    repair = "re-run 'kafka-rag ingest' (or 'kafka-rag index rollback' to an earlier version)"
+    try:
+        manifest = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IndexStoreError(f"{file} is missing: {repair}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise IndexStoreError(f"{file} is not valid JSON ({_short(exc)}): {repair}") from None
+    if not isinstance(manifest, dict):
+        raise IndexStoreError(f"{file} is not a JSON object: {repair}")
+    for name, kind in _REQUIRED.items():
+        if not isinstance(manifest.get(name), kind):
+            raise IndexStoreError(f"{file} has no valid '{name}' field: {repair}")
+    for name, kind in _REQUIRED_MODEL.items():
+        if not isinstance(manifest["model"].get(name), kind):
+            raise IndexStoreError(f"{file} has no valid 'model.{name}' field: {repair}")
+    if manifest["schema_version"] != SCHEMA_VERSION:
+        raise IndexStoreError(
+            f"{file} is index schema version {manifest['schema_version']}, this code reads version "
+            f"{SCHEMA_VERSION}: re-run 'kafka-rag ingest'"
+        )
+    return manifest
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
 def read_manifest(index_dir: Path) -> dict[str, Any] | None:
-    version = current_version(index_dir)
-    if version is None:
+    """The serving version's manifest; None without an index; `IndexStoreError` when it is damaged."""
+    if read_pointer(index_dir) is None:
         return None
-    return json.loads((index_dir / "versions" / version / "manifest.json").read_text(encoding="utf-8"))
+    return read_version_manifest(serving_path(index_dir))
 
 
 @dataclass(frozen=True)
@@ -124,8 +193,7 @@ class StoredVersion:
 
     @classmethod
     def open(cls, path: Path) -> StoredVersion:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        return cls(path, _open_chunks(path), *_vector_files(path, manifest))
+        return cls(path, _open_chunks(path), *_vector_files(path, read_version_manifest(path)))
 
     def row_vectors(self, row: int) -> dict[str, np.ndarray]:
         """Chunk row `row`'s `vector` and `unit_vectors` (float32)."""
@@ -147,12 +215,11 @@ class StoredVersion:
 def read_chunk_table(index_dir: Path) -> pa.Table | None:
     """The serving version's chunk table with its vector columns, or None without an index. Holds the
     whole version in memory: for tests, benchmarks and small corpora, never the serving path."""
-    version = current_version(index_dir)
-    if version is None:
+    if read_pointer(index_dir) is None:
         return None
     return rows_to_table(
         {**r, "vector": r["vector"].tolist(), "unit_vectors": r["unit_vectors"].tolist()}
-        for r in StoredVersion.open(index_dir / "versions" / version).rows()
+        for r in StoredVersion.open(serving_path(index_dir)).rows()
     )
 
 
@@ -252,13 +319,12 @@ class VersionWriter:
             self.staging.rename(final)
             if before_publish is not None:
                 before_publish(final)
-            _switch_pointer(self.index_dir, self.version)
+            switch_pointer(self.index_dir, self.version)
         except BaseException:
             self.abort()
             if current_version(self.index_dir) != self.version:  # never published: nothing may keep it
                 shutil.rmtree(final, ignore_errors=True)
             raise
-        _prune_old_versions(self.staging.parent, keep=self.version)
         return self.version
 
     def abort(self) -> None:
@@ -332,7 +398,7 @@ def _vector_files(path: Path, manifest: Mapping[str, Any]) -> tuple[np.ndarray, 
     )
 
 
-def _switch_pointer(index_dir: Path, version: str) -> None:
+def switch_pointer(index_dir: Path, version: str) -> None:
     temporary = index_dir / f".CURRENT.{os.getpid()}.tmp"
     with temporary.open("w", encoding="utf-8") as handle:
         handle.write(version + "\n")
@@ -341,24 +407,20 @@ def _switch_pointer(index_dir: Path, version: str) -> None:
     os.replace(temporary, index_dir / "CURRENT")
 
 
-def _prune_old_versions(versions: Path, keep: str) -> None:
-    complete = sorted(p for p in versions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    for old in complete[:-KEEP_VERSIONS]:
-        if old.name != keep:
-            shutil.rmtree(old, ignore_errors=True)
-    now = time.time()
-    for stale in versions.glob(".staging-*"):  # left by a killed build (kill -9 skips our cleanup)
-        if now - stale.stat().st_mtime > 3600:
-            shutil.rmtree(stale, ignore_errors=True)
-
-
 def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> LoadedIndex:
-    """Load the serving version, memory-mapped; refuse it when it was built with another embedding model."""
-    version = current_version(index_dir)
-    if version is None:
-        raise IndexNotFoundError(f"No index at {index_dir}/: run 'kafka-rag ingest' first")
-    path = index_dir / "versions" / version
-    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    """Load the serving version; refuse it when it was built with another embedding model."""
+    return load_version(serving_path(index_dir), expected_model)
+
+
+VERSION_PARTS = (CHUNKS_FILE, VECTORS_FILE, UNITS_FILE, UNIT_OFFSETS_FILE, FAISS_FILE, UNITS_FAISS_FILE, "bm25")
+
+
+def load_version(path: Path, expected_model: ModelIdentity | None = None) -> LoadedIndex:
+    """Load one version folder, memory-mapped; every damaged or missing part is an `IndexStoreError` naming
+    its file, and an index built with another embedding model or evidence units is refused."""
+    index_dir = path.parent.parent
+    manifest = read_version_manifest(path)
+    version = path.name
     if expected_model is not None:
         check_model(manifest, expected_model)
     built_units = manifest.get("chunker", {}).get("units_version")
@@ -367,34 +429,38 @@ def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> 
             f"Index version {version} in {index_dir}/ was built with evidence units version {built_units}, "
             f"this code uses {UNITS_VERSION}: re-run 'kafka-rag ingest'"
         )
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise IndexMismatchError(
-            f"Index version {version} in {index_dir}/ has storage schema {manifest.get('schema_version')}, "
-            f"this code reads {SCHEMA_VERSION}: re-run 'kafka-rag ingest'"
-        )
+    for part in VERSION_PARTS:
+        if not (path / part).exists():
+            raise IndexStoreError(f"{path / part} is missing: re-run 'kafka-rag ingest'")
+    current_file = path / CHUNKS_FILE
     try:
         chunks = _open_chunks(path)
+        current_file = path / VECTORS_FILE
         vectors, units, offsets = _vector_files(path, manifest)
-        dense = VectorSearch.load(path / FAISS_FILE, vectors, manifest["faiss"])
-        unit_search = VectorSearch.load(path / UNITS_FAISS_FILE, units, manifest["units_faiss"])
-        bm25 = load_bm25(path / "bm25")
-    except (OSError, RuntimeError, ValueError, KeyError, pa.ArrowException) as exc:
-        raise IndexStoreError(
-            f"Index version {version} in {index_dir}/ is unreadable ({exc}): re-run 'kafka-rag ingest'"
-        ) from exc
+        current_file = path / FAISS_FILE
+        dense = VectorSearch.load(current_file, vectors, manifest["faiss"])
+        current_file = path / UNITS_FAISS_FILE
+        unit_search = VectorSearch.load(current_file, units, manifest["units_faiss"])
+        current_file = path / "bm25"
+        bm25 = load_bm25(current_file)
+    except Exception as exc:  # any library's complaint about a damaged file becomes one line naming the file
+        raise IndexStoreError(f"{current_file} is unreadable ({_short(exc)}): re-run 'kafka-rag ingest'") from exc
     if not (len(chunks) == len(vectors) == len(offsets) - 1 == dense.size) or unit_search.size != len(units):
         raise IndexStoreError(f"Index version {version} in {index_dir}/ is incomplete: re-run 'kafka-rag ingest'")
     return LoadedIndex(version, path, manifest, chunks, vectors, units, offsets, dense, unit_search, bm25)
 
 
 def check_model(manifest: Mapping[str, Any], expected: ModelIdentity) -> None:
+    """Same dimension and fingerprint, whatever the backends: torch and onnx vectors agree, so either serves an
+    index built by the other; int8 vectors do not, so its fingerprint differs and it needs its own index."""
     built = manifest.get("model", {})
     if built.get("dimension") != expected.dimension or built.get("fingerprint") != expected.fingerprint:
         raise IndexMismatchError(
-            f"The index was built with embedding model '{built.get('name')}' (dimension {built.get('dimension')}, "
-            f"fingerprint {built.get('fingerprint')}) but the configured model is '{expected.name}' (dimension "
-            f"{expected.dimension}, fingerprint {expected.fingerprint}): re-run 'kafka-rag ingest' with this model "
-            f"or set KAFKA_RAG_MODEL={built.get('name')}"
+            f"The index was built with embedding model '{built.get('name')}' on backend {built.get('backend')} "
+            f"(dimension {built.get('dimension')}, fingerprint {built.get('fingerprint')}) but the configured model "
+            f"is '{expected.name}' on backend {expected.backend} (dimension {expected.dimension}, fingerprint "
+            f"{expected.fingerprint}): re-run 'kafka-rag ingest' with this model and backend, or set "
+            f"KAFKA_RAG_MODEL={built.get('name')} and KAFKA_RAG_EMBED_BACKEND={built.get('backend')}"
         )
 
 
@@ -407,6 +473,7 @@ def summarize(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "chunks": counts.get("chunks", 0),
         "skipped": len(manifest.get("skipped", [])),
         "model": manifest.get("model", {}).get("name"),
+        "backend": manifest.get("model", {}).get("backend"),
         "built_at": manifest.get("built_at"),
         "index_type": manifest.get("faiss", {}).get("type"),
     }

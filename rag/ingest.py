@@ -10,9 +10,11 @@ and chunks of changed files whose content hash is known reuse their vectors too.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import itertools
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -25,13 +27,23 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
-from rag.documents import SUPPORTED_SUFFIXES, iter_source_files, load_document
-from rag.embedding import ModelIdentity, SentenceTransformerEmbedder, all_cores, load_embedder, model_identity
-from rag.errors import LoaderError, NoDocumentsError, SourceNotFoundError
-from rag.index_store import SCHEMA_VERSION, StoredVersion, VersionWriter, read_manifest, rows_to_table
+from rag.documents import SUPPORTED_SUFFIXES, load_document, walk_sources
+from rag.embedding import Embedder, ModelIdentity, load_embedder, model_identity
+from rag.errors import IndexStoreError, LoaderError, NoDocumentsError, SourceNotFoundError
+from rag.index_lock import writer_lock
+from rag.index_store import (
+    SCHEMA_VERSION,
+    StoredVersion,
+    VersionWriter,
+    load_version,
+    read_manifest,
+    rows_to_table,
+    serving_path,
+)
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
 from rag.units import UNITS_VERSION, unit_texts
+from rag.versions import prune_versions, remove_dead_staging
 
 ROWS_PER_ENCODE = 256  # chunk rows per encode round (with their evidence units): enough to sort texts by length
 # Texts go to the model in slices of this many batches, longest first, so progress can be counted while the
@@ -48,6 +60,8 @@ class IngestConfig:
     chunk_overlap: int
     encode_batch_size: int = 16
     threads_per_task: int = 1
+    embed_backend: str = Settings.embed_backend
+    model_cache_dir: str = str(Settings.model_cache_dir)  # "~" expands on each executor's machine
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestConfig:
@@ -57,6 +71,8 @@ class IngestConfig:
             settings.chunk_overlap,
             settings.encode_batch_size,
             settings.threads_per_task,
+            settings.embed_backend,
+            str(settings.model_cache_dir),
         )
 
     def chunker(self) -> dict[str, Any]:
@@ -84,8 +100,9 @@ class IngestReport:
     unchanged: bool
     documents: int
     chunks: int
-    embedded: int
-    reused: int
+    embedded: int  # unique chunk texts encoded by this build
+    reused: int  # chunks whose vectors came from the previous version
+    duplicates: int  # chunks whose text another chunk of this build has: its vectors were copied, not encoded
     skipped: tuple[dict[str, str], ...]
     engine: str
     master: str
@@ -156,7 +173,7 @@ def embed_rows(
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
     driver can record it without loading the model itself.
     """
-    embedder: SentenceTransformerEmbedder | None = None
+    embedder: Embedder | None = None
     batch: list[dict[str, Any]] = []
     seconds = 0.0
 
@@ -180,7 +197,9 @@ def embed_rows(
             yield row
             continue
         if embedder is None:
-            embedder = load_embedder(config.model, config.threads_per_task)
+            embedder = load_embedder(
+                config.model, config.embed_backend, config.threads_per_task, Path(config.model_cache_dir)
+            )
         batch.append(row)
         if len(batch) >= ROWS_PER_ENCODE:
             yield from flush()
@@ -198,7 +217,7 @@ def embed_rows(
 
 
 def _encode_in_slices(
-    embedder: SentenceTransformerEmbedder,
+    embedder: Embedder,
     texts: list[str],
     batch_size: int,
     on_encoded: Callable[[int], None] | None,
@@ -228,8 +247,11 @@ def scan_sources(sources: Sequence[str | Path]) -> tuple[list[SourceFile], list[
             raise SourceNotFoundError(f"Source path {root} does not exist: pass a folder or file of documents")
     for root in roots:
         prefix = f"{root.name}/" if len(roots) > 1 and root.is_dir() else ""
-        for path, relative in iter_source_files(root):
+        for path, relative, problem in walk_sources(root):
             source_path = prefix + relative
+            if problem:
+                skipped.append({"source_path": source_path, "reason": problem})
+                continue
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
                 skipped.append(
                     {"source_path": source_path, "reason": f"unsupported file type '{path.suffix or 'no extension'}'"}
@@ -281,25 +303,41 @@ def local_engine(
     shards: Path,
     progress: Progress = no_progress,
 ) -> list[dict[str, Any]]:
-    """The same stages as the Spark job, in this process, counting files, chunks and embedded texts."""
+    """The same stages as the Spark job, in this process, counting files, chunks and embedded texts.
+
+    A chunk text that occurs more than once (a page copied under two names) is encoded once; the
+    copies get its vectors, and a "copies" row says how many there were. The embedder gets every core:
+    here it is the only work in its process, while a Spark task or a server shares the cores.
+    """
+    config = dataclasses.replace(config, threads_per_task=os.cpu_count() or 1)
     rows = []
+    copies: list[dict[str, Any]] = []
+    first: set[tuple[Any, ...]] = set()
     read = chunks = 0
     for row in chunk_files(read_files(files), config):
-        rows.append(row)
         if row["kind"] == "chunk":
             chunks += 1
             progress(Count("chunks", chunks, 0, "chunks"))
+            if row["chunk_id"] not in known_ids:
+                key = text_key(row)
+                if key in first:
+                    copies.append(row)
+                    continue
+                first.add(key)
         else:
             read += 1
             progress(Count("files", read, len(files), "files"))
+        rows.append(row)
     progress(Count("chunks", chunks, chunks, "chunks"))
     pending = [r for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known_ids]
     total = sum(1 + len(unit_texts(r["text"], r["section_path"])) for r in pending)
     progress(f"embedding: {len(pending)} new chunks, {total} texts with their evidence units")
     encoded = 0
-    others: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = [{"kind": "copies", "chunks": len(copies)}]
     shard: list[dict[str, Any]] = []
     numbers = itertools.count()
+    copied = {text_key(c) for c in copies}
+    originals: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def count(texts: int) -> None:
         nonlocal encoded
@@ -311,17 +349,24 @@ def local_engine(
         shard.clear()
 
     shards.mkdir(parents=True, exist_ok=True)
-    with all_cores():
-        for row in embed_rows(rows, config, known_ids, on_encoded=count):
-            if row["kind"] != "chunk":
-                others.append(row)
-                continue
-            shard.append(row)
-            if len(shard) >= SHARD_ROWS:
-                flush()
+    for row in embed_rows(rows, config, known_ids, on_encoded=count):
+        if row["kind"] != "chunk":
+            others.append(row)
+            continue
+        if row["vector"] is not None and text_key(row) in copied:
+            originals[text_key(row)] = {"vector": row["vector"], "unit_vectors": row["unit_vectors"]}
+        shard.append(row)
+        if len(shard) >= SHARD_ROWS:
+            flush()
+    shard.extend({**row, **originals[text_key(row)]} for row in copies)
     if shard:
         flush()
     return others
+
+
+def text_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What a chunk's vectors depend on: its heading path and text (not its document)."""
+    return (tuple(row["section_path"]), row["text"])
 
 
 def run_ingest(
@@ -336,20 +381,74 @@ def run_ingest(
     progress: Progress = no_progress,
     before_publish: Any = None,
     reuse: bool = True,
+    wait: bool = False,
+    keep_versions: int = Settings.keep_versions,
 ) -> IngestReport:
-    """Build and publish a new index version from `sources`; the previous version serves until the switch."""
+    """Build and publish a new index version from `sources`; the previous version serves until the switch.
+
+    The whole build holds the index's writer lock (`IndexLockedError` when another ingest has it, unless
+    `wait`). Staging folders of dead builds are removed first; old versions after a successful publish.
+    """
+    for source in sources:  # before the lock, which creates the index folder
+        if not Path(source).exists():
+            raise SourceNotFoundError(f"Source path {source} does not exist: pass a folder or file of documents")
+    with writer_lock(index_dir, wait=wait):
+        for name in remove_dead_staging(index_dir):
+            progress(f"removed {name}, left by a build that died")
+        report = _build(
+            sources,
+            index_dir,
+            config,
+            engine=engine,
+            engine_name=engine_name,
+            master=master,
+            flat_index_max=flat_index_max,
+            progress=progress,
+            before_publish=before_publish,
+            reuse=reuse,
+        )
+        if not report.unchanged:
+            for name in prune_versions(index_dir, keep_versions):
+                progress(f"retention: removed version {name} (keeping the newest {keep_versions})")
+        return report
+
+
+def _build(
+    sources: Sequence[str | Path],
+    index_dir: Path,
+    config: IngestConfig,
+    *,
+    engine: Engine,
+    engine_name: str,
+    master: str,
+    flat_index_max: int,
+    progress: Progress,
+    before_publish: Any,
+    reuse: bool,
+) -> IngestReport:
+    """Build and publish a new index version from `sources`, the writer lock held."""
     started = time.perf_counter()
     stages: dict[str, float] = {}
     files, skipped = scan_sources(sources)
     progress(f"scan: {len(files)} files ({len(skipped)} skipped before parsing)")
 
-    previous = read_manifest(index_dir)
+    try:
+        previous = read_manifest(index_dir)
+    except IndexStoreError as exc:
+        progress(f"the serving version is damaged, building from scratch: {exc}")
+        previous = None
     reusable = reuse and previous is not None and _same_build_settings(previous, config)
     previous_files = {f["source_path"]: f for f in previous.get("files", [])} if reusable and previous else {}
     unchanged_files = [f for f in files if previous_files.get(f.source_path, {}).get("sha256") == f.sha256]
     unchanged_paths = {f.source_path for f in unchanged_files}
     changed_files = [f for f in files if f.source_path not in unchanged_paths]
-    if reusable and previous and not changed_files and set(previous_files) == {f.source_path for f in files}:
+    if (
+        reusable
+        and previous
+        and not changed_files
+        and set(previous_files) == {f.source_path for f in files}
+        and _sound(index_dir, progress)
+    ):
         version = previous["version"]
         progress(f"unchanged: all {len(files)} files match version {version}; nothing to do")
         counts = previous["counts"]
@@ -361,6 +460,7 @@ def run_ingest(
             counts["chunks"],
             0,
             counts["chunks"],
+            0,
             tuple(previous.get("skipped", [])),
             engine_name,
             master,
@@ -368,7 +468,11 @@ def run_ingest(
             stages,
         )
 
-    carried = _Carried(index_dir / "versions" / previous["version"]) if reusable and previous else None
+    try:
+        carried = _Carried(serving_path(index_dir)) if reusable and previous else None
+    except IndexStoreError as exc:
+        progress(f"the serving version is damaged, building from scratch: {exc}")
+        carried, unchanged_files, unchanged_paths, changed_files = None, [], set(), files
     progress(f"reuse: {len(unchanged_files)} unchanged files; processing {len(changed_files)} new or changed files")
     with VersionWriter(index_dir, flat_max=flat_index_max) as writer:
         shards = writer.staging / "shards"
@@ -383,7 +487,7 @@ def run_ingest(
         if identity and unchanged_files and previous_fingerprint not in (None, identity["fingerprint"]):
             writer.abort()
             progress("model changed under the same name: re-embedding everything")
-            return run_ingest(
+            return _build(
                 sources,
                 index_dir,
                 config,
@@ -400,12 +504,12 @@ def run_ingest(
         streams = [_tagged(shard_rows(shard), "new") for shard in sorted(shards.glob("*.parquet"))]
         if carried:
             streams.append(_tagged(carried.rows_of(unchanged_paths), "reused"))
-        counts = {"new": 0, "reused": 0, "duplicates": 0}
+        counts = {"new": 0, "reused": 0, "dropped": 0}
         for origin, row in heapq.merge(*streams, key=lambda tagged: row_order(tagged[1])):
             if row["vector"] is None:  # a known chunk of a changed file: its vectors come from the last version
                 assert carried is not None
                 row, origin = {**row, **carried.vectors_of(row["chunk_id"])}, "reused"
-            counts[origin if writer.add(row) else "duplicates"] += 1
+            counts[origin if writer.add(row) else "dropped"] += 1
         shutil.rmtree(shards, ignore_errors=True)
         stages["merge"] = round(time.perf_counter() - stage_started, 3)
 
@@ -429,9 +533,11 @@ def run_ingest(
                 f"No ingestible documents in {', '.join(map(str, sources))} ({len(skipped)} files skipped): "
                 "the previous index is untouched"
             )
-        embedded, reused = counts["new"], counts["reused"]
+        duplicates = sum(r["chunks"] for r in rows if r["kind"] == "copies")
+        embedded, reused = counts["new"] - duplicates, counts["reused"]
         progress(
-            f"chunks: {writer.rows} ({embedded} embedded, {reused} reused, {counts['duplicates']} duplicates dropped)"
+            f"chunks: {writer.rows} ({embedded} embedded, {reused} reused, {duplicates} copies of another's text"
+            + (f"; {counts['dropped']} repeated chunk ids dropped)" if counts["dropped"] else ")")
         )
         skipped.sort(key=lambda s: s["source_path"])
         manifest = {
@@ -442,7 +548,7 @@ def run_ingest(
                 "chunks": writer.rows,
                 "embedded": embedded,
                 "reused": reused,
-                "duplicates": counts["duplicates"],
+                "duplicates": duplicates,
                 "skipped": len(skipped),
             },
             "files": sorted(documents, key=lambda d: d["source_path"]),
@@ -465,12 +571,23 @@ def run_ingest(
         writer.rows,
         embedded,
         reused,
+        duplicates,
         tuple(skipped),
         engine_name,
         master,
         round(time.perf_counter() - started, 3),
         stages,
     )
+
+
+def _sound(index_dir: Path, progress: Progress) -> bool:
+    """Whether the serving version loads; a damaged one is rebuilt even when no source changed."""
+    try:
+        load_version(serving_path(index_dir))
+    except IndexStoreError as exc:
+        progress(f"the serving version is damaged, publishing a repaired one: {exc}")
+        return False
+    return True
 
 
 def _tagged(rows: Iterator[dict[str, Any]], origin: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -494,8 +611,12 @@ class _Carried:
 
 
 def _same_build_settings(previous: dict[str, Any], config: IngestConfig) -> bool:
+    """Vectors are reused only from a build with the same model on the same backend, so the manifest's
+    backend is the one that made every vector in the index."""
+    model = previous.get("model", {})
     return (
-        previous.get("model", {}).get("name") == config.model
+        model.get("name") == config.model
+        and model.get("backend") == config.embed_backend
         and previous.get("chunker") == config.chunker()
         and previous.get("schema_version") == SCHEMA_VERSION
     )
@@ -512,7 +633,7 @@ def _model_entry(
                 f"Workers loaded different models for '{config.model}': check the model path on every node"
             )
         first = models[0]
-        identity = ModelIdentity(config.model, first["dimension"], first["fingerprint"])
+        identity = ModelIdentity(config.model, first["dimension"], first["fingerprint"], config.embed_backend)
         return {**asdict(identity), "metric": "inner_product"}
     return dict(previous["model"]) if previous else None
 

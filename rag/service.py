@@ -11,6 +11,9 @@ One way down, no stage calling back into an earlier one:
 
 The index, the model and the learned weights are loaded once in `from_settings`; every method only
 reads them, so one Assistant serves concurrent callers (UI queue workers, Slack listeners, eval threads).
+Servers call `follow_versions()`: a new published version is then loaded in the background and swapped
+in whole (`rag.follow`); each request reads the loaded index once, so it finishes on the version it
+started with, and its Answer names that version.
 """
 
 from __future__ import annotations
@@ -24,14 +27,22 @@ from typing import TYPE_CHECKING
 
 from rag.abstention import ABSTENTION_FEATURES, abstention_features, load_abstention, should_abstain
 from rag.answering import AnswerShape, Draft, abstain, extract_answer
-from rag.embedding import load_embedder, model_identity
-from rag.errors import GenerationError, IndexNotFoundError, QuestionError
-from rag.index_store import current_version, load_index, read_synthetic, summarize
+from rag.embedding import Embedder, load_embedder, model_identity
+from rag.errors import GenerationError, QuestionError
+from rag.follow import VersionFollower
+from rag.index_store import (
+    load_index,
+    load_version,
+    read_synthetic,
+    read_version_manifest,
+    serving_path,
+    summarize,
+)
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
 from rag.query import Query, parse_query, rewrite_followup
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever, elapsed_ms
-from rag.settings import ANSWERERS, Settings
+from rag.settings import ANSWERERS, MAX_QUESTION_CHARS, MAX_TOP_K, Settings
 from rag.synthetic import SyntheticQuery
 
 if TYPE_CHECKING:
@@ -53,6 +64,7 @@ class _Prepared:
     notes: tuple[str, ...]
     ranked: Ranked
     timings_ms: dict[str, float]
+    version: str
 
 
 @dataclass(frozen=True)
@@ -79,29 +91,59 @@ class Assistant:
         retriever: Retriever,
         ranker: LinearModel | None = None,
         abstention: LinearModel | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.settings = settings
+        self._embedder = embedder  # kept to load new versions with (`follow_versions`)
         self._retriever = retriever
         self._ranker = ranker or load_ranker()
         self._abstention = abstention or load_abstention()
         self._first_stage = FirstStage.from_settings(settings)
         self._shape = AnswerShape.from_settings(settings)
         self._llm: LLMAnswerer | None = None
+        self._follower: VersionFollower[Retriever] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Assistant:
         settings = settings or Settings.from_env()
-        if current_version(settings.index_dir) is None:  # say so before spending seconds on the model
-            raise IndexNotFoundError(f"No index at {settings.index_dir}/: run 'kafka-rag ingest' first")
+        read_version_manifest(serving_path(settings.index_dir))  # a missing or damaged index: say so before the model
         ranker, abstention = load_ranker(), load_abstention()  # a broken model file fails before the model loads
-        embedder = load_embedder(settings.model, settings.query_threads)
+        embedder = load_embedder(
+            settings.model, settings.embed_backend, settings.query_threads, settings.model_cache_dir
+        )
         index = load_index(settings.index_dir, model_identity(embedder))
-        return cls(settings, Retriever(index, embedder), ranker, abstention)
+        return cls(settings, Retriever(index, embedder), ranker, abstention, embedder)
 
     def with_settings(self, **overrides) -> Assistant:
         """The same loaded index, model and learned weights under changed answer settings (for tuning scripts)."""
         settings = dataclasses.replace(self.settings, **overrides)
-        return Assistant(settings, self._retriever, self._ranker, self._abstention)
+        return Assistant(settings, self._retriever, self._ranker, self._abstention, self._embedder)
+
+    def follow_versions(self) -> None:
+        """Serve each new published version without a restart (servers call this once; idempotent)."""
+        if self._follower is None:
+            embedder = self._embedder
+            if embedder is None:
+                raise RuntimeError("follow_versions needs an Assistant made by from_settings (it holds the model)")
+            identity = model_identity(embedder)
+            self._follower = VersionFollower(
+                self.settings.index_dir,
+                self._retriever.version,
+                lambda path: Retriever(load_version(path, identity), embedder),
+                self._swap,
+                self.settings.reload_interval_s,
+            )
+            self._follower.start()
+
+    def refresh_index(self) -> str:
+        """Load and serve the version `CURRENT` names now if it is new and sound; returns the version served."""
+        self.follow_versions()
+        assert self._follower is not None
+        self._follower.check(wait=True)
+        return self._retriever.version
+
+    def _swap(self, retriever: Retriever) -> None:
+        self._retriever = retriever  # one reference assignment: requests hold the retriever they started with
 
     def with_chat_model(self, chat_model: BaseChatModel) -> Assistant:
         """The same index and weights, answering with this LangChain chat model (`rag.langchain` passes the user's)."""
@@ -113,9 +155,10 @@ class Assistant:
 
     @property
     def status(self) -> IndexStatus:
-        summary = summarize(self._retriever.index.manifest)
+        retriever = self._retriever
+        summary = summarize(retriever.index.manifest)
         return IndexStatus(
-            version=summary["version"] or "",
+            version=retriever.version,  # the folder it was loaded from, as `Answer.index_version` says
             documents=summary["documents"],
             chunks=summary["chunks"],
             model=summary["model"] or "",
@@ -159,7 +202,7 @@ class Assistant:
         prepared = self._prepare(
             question,
             history,
-            top_k or self.settings.top_k,
+            self.settings.top_k if top_k is None else top_k,
             retrieval or self.settings.retrieval_mode,
             use_llm=answerer == "llm",
         )
@@ -188,7 +231,7 @@ class Assistant:
             notes=tuple(notes),
             timings_ms=timings,
             answerer=used,
-            index_version=self._retriever.version,
+            index_version=prepared.version,
         )
 
     def search(
@@ -220,8 +263,8 @@ class Assistant:
     # ------------------------------------------------------------------------------------------ stages
 
     def _prepare(self, question: str, history: History, k: int, mode: str, use_llm: bool) -> _Prepared:
-        if not isinstance(question, str) or not question.strip():
-            raise QuestionError("The question is empty: type a question or paste an error message")
+        check_question(question, history, k)
+        retriever = self._retriever  # read once: a version swapped in meanwhile serves the next request
         timings: dict[str, float] = {}
         notes: list[str] = []
         started = time.perf_counter()
@@ -240,12 +283,12 @@ class Assistant:
         if query.trimmed:
             notes.insert(0, TRIMMED_NOTE)
         timings["parse"] = elapsed_ms(started)
-        pool = self._retriever.retrieve(query, k * 4, mode, self._first_stage)
+        pool = retriever.retrieve(query, k * 4, mode, self._first_stage)
         timings.update(pool.timings_ms)
         started = time.perf_counter()
         ranked = rank(pool, k, self.settings.max_per_section, self._ranker)
         timings["rank"] = elapsed_ms(started)
-        return _Prepared(query, tuple(notes), ranked, timings)
+        return _Prepared(query, tuple(notes), ranked, timings, retriever.version)
 
     def _stream_llm(self, prepared: _Prepared, history: History, notes: list[str]):
         passages = [c.passage for c in prepared.ranked.candidates]
@@ -278,3 +321,18 @@ class Assistant:
                 build_chat_model(s.llm_provider, s.llm_base_url, s.llm_model, s.llm_timeout_s, s.llm_temperature)
             )
         return self._llm
+
+
+def check_question(question: object, history: History, k: object) -> None:
+    """Refuse unusable input before any work: empty or huge questions and history, `k` outside 1-50."""
+    if not isinstance(question, str) or not question.strip():
+        raise QuestionError("The question is empty: type a question or paste an error message")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise QuestionError(
+            f"The question is {len(question):,} characters long, over the limit of {MAX_QUESTION_CHARS:,}: "
+            "paste the error message and the lines around it, not the whole log"
+        )
+    if sum(len(str(turn.get("content", ""))) for turn in history) > 4 * MAX_QUESTION_CHARS:
+        raise QuestionError("The conversation is too long to search with: start a new conversation")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOP_K:
+        raise QuestionError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {k!r}")

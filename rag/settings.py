@@ -17,6 +17,11 @@ from typing import Any, get_type_hints
 from rag.errors import ConfigurationError
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# onnx: torch's vectors (cosine 1.0000) at 2x the encoding speed, and a query process that never imports
+# torch (cold `kafka-rag ask` in ~2 s instead of ~9 s); measured in README "Embedding runtime".
+DEFAULT_EMBED_BACKEND = "onnx"
+EMBED_BACKENDS = ("onnx", "onnx-int8", "torch")
+DEFAULT_MODEL_CACHE_DIR = Path("~/.cache/kafka-rag")
 ENV_PREFIX = "KAFKA_RAG_"
 
 
@@ -29,13 +34,19 @@ class Settings:
 
     # ingest
     model: str = DEFAULT_MODEL
+    embed_backend: str = DEFAULT_EMBED_BACKEND  # onnx | onnx-int8 | torch: for ingest and queries alike
+    model_cache_dir: Path = DEFAULT_MODEL_CACHE_DIR  # the onnx backends' graphs, exported here on first use
     spark_master: str = "local[*]"
     chunk_size: int = 900  # characters of body text per chunk (heading path not counted)
     chunk_overlap: int = 150  # characters carried into the next chunk when a section is split
     encode_batch_size: int = 16  # texts per forward pass: 16 encoded ~20% faster than 64 on CPU (measured)
     arrow_batch_size: int = 1000  # rows per Arrow batch between the JVM and Python workers
-    threads_per_task: int = 1  # torch/OMP threads in each Spark task: tasks x threads <= cores
+    threads_per_task: int = 1  # embedding (torch/ONNX Runtime) threads in each Spark task: tasks x threads <= cores
     flat_index_max: int = 50_000  # exact search up to here; IVF + exact re-rank above (benchmarks/scale.py)
+    keep_versions: int = 3  # complete versions kept after a publish (plus any a running server holds)
+
+    # serving
+    reload_interval_s: float = 5.0  # how often servers look at CURRENT for a new version; 0 never
 
     # retrieval (first stage; the second stage's weights are data: rag/ranker.json)
     retrieval_mode: str = "hybrid"  # dense | bm25 | hybrid
@@ -58,7 +69,7 @@ class Settings:
     unit_identifier_weight: float = 0.0
     unit_rank_weight: float = 0.3
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
-    query_threads: int = 1  # torch threads when serving: concurrent requests beat intra-op threads on few cores
+    query_threads: int = 1  # embedding threads when serving: concurrent requests beat intra-op threads on few cores
     llm_provider: str = "openai"  # openai | ollama
     llm_base_url: str = ""
     llm_model: str = ""
@@ -69,7 +80,7 @@ class Settings:
     ui_host: str = "127.0.0.1"
     ui_port: int = 7860
     ui_concurrency: int = 8
-    ui_auth: str = ""  # "user:password" turns on basic auth
+    ui_auth: str = ""  # "user:password" turns on the login form (rate-limited per client: ui/guard.py)
 
     def __post_init__(self) -> None:
         if self.chunk_size < 100:
@@ -78,11 +89,19 @@ class Settings:
             raise ConfigurationError(
                 f"chunk_overlap must be between 0 and chunk_size ({self.chunk_size}), got {self.chunk_overlap}"
             )
-        if self.top_k < 1:
-            raise ConfigurationError(f"top_k must be greater than 0, got {self.top_k}")
+        if not 1 <= self.top_k <= MAX_TOP_K:
+            raise ConfigurationError(f"top_k must be between 1 and {MAX_TOP_K}, got {self.top_k}")
+        if self.keep_versions < 1:
+            raise ConfigurationError(f"keep_versions must be at least 1, got {self.keep_versions}")
+        if self.reload_interval_s < 0:
+            raise ConfigurationError(f"reload_interval_s must be 0 (off) or more, got {self.reload_interval_s}")
         if self.retrieval_mode not in RETRIEVAL_MODES:
             raise ConfigurationError(
                 f"retrieval_mode must be one of {', '.join(RETRIEVAL_MODES)}, got {self.retrieval_mode!r}"
+            )
+        if self.embed_backend not in EMBED_BACKENDS:
+            raise ConfigurationError(
+                f"embed_backend must be one of {', '.join(EMBED_BACKENDS)}, got {self.embed_backend!r}"
             )
         if self.answerer not in ANSWERERS:
             raise ConfigurationError(f"answerer must be one of {', '.join(ANSWERERS)}, got {self.answerer!r}")
@@ -105,6 +124,8 @@ class Settings:
         return cls(**values)
 
 
+MAX_TOP_K = 50
+MAX_QUESTION_CHARS = 250_000  # a longer paste is refused; up to here a log is reduced to its signal (<5 s)
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
 ANSWERERS = ("extractive", "llm")
 LLM_PROVIDERS = ("openai", "ollama")

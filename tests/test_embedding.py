@@ -53,7 +53,7 @@ def test_other_names_pass_through_to_the_hub_lookup(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["no-such-org/no-such-model-xyz", "/nonexistent/models/minilm"])
 def test_unknown_model_fails_fast_with_a_message_naming_it(name):
-    load_embedder(DEFAULT_MODEL)  # sentence-transformers imported: time only the lookup itself
+    load_embedder(DEFAULT_MODEL, "torch")  # sentence-transformers imported: time only the lookup itself
     started = time.perf_counter()
     with pytest.raises(ModelNotFoundError) as caught:
         SentenceTransformerEmbedder(name)
@@ -118,9 +118,10 @@ def test_load_embedder_is_cached_per_name(embedder):
 
 @pytest.mark.slow
 def test_identity_is_stable(embedder):
-    first, second = embedder.identity(), model_identity(embedder)
+    first, second = model_identity(embedder), model_identity(embedder)
     assert first == second
     assert first.name == DEFAULT_MODEL and first.dimension == 384 and first.normalized is True
+    assert first.backend == "onnx"  # the default backend
     assert len(first.fingerprint) == 16
 
 
@@ -158,14 +159,14 @@ def other(other_model_dir) -> SentenceTransformerEmbedder:
 @pytest.mark.slow
 def test_fingerprint_differs_for_a_different_model_of_the_same_dimension(embedder, other):
     assert other.dimension == embedder.dimension
-    assert other.identity().fingerprint != embedder.identity().fingerprint
+    assert model_identity(other).fingerprint != model_identity(embedder).fingerprint
     assert float(other.encode(["consumer lag"])[0] @ embedder.encode(["consumer lag"])[0]) < 0.99
 
 
 @pytest.mark.slow
 def test_index_refuses_a_same_dimension_model_swap(seeds_index, other, other_model_dir):
     with pytest.raises(IndexMismatchError) as caught:
-        load_index(seeds_index, other.identity())
+        load_index(seeds_index, model_identity(other))
     message = str(caught.value)
     assert f"built with embedding model '{DEFAULT_MODEL}'" in message
     assert f"the configured model is '{other_model_dir}'" in message
@@ -174,19 +175,19 @@ def test_index_refuses_a_same_dimension_model_swap(seeds_index, other, other_mod
 
 @pytest.mark.slow
 def test_index_accepts_its_own_model(seeds_index, embedder):
-    index = load_index(seeds_index, embedder.identity())
+    index = load_index(seeds_index, model_identity(embedder))
     assert index.vectors.shape[1] == embedder.dimension
 
 
 def test_check_model_compares_dimension_and_fingerprint():
-    manifest = {"model": {"name": "model-a", "dimension": 384, "fingerprint": "aaaa"}}
-    check_model(manifest, ModelIdentity("model-a", 384, "aaaa"))
+    manifest = {"model": {"name": "model-a", "dimension": 384, "fingerprint": "aaaa", "backend": "torch"}}
+    check_model(manifest, ModelIdentity("model-a", 384, "aaaa", backend="onnx"))  # the backend alone may differ
     with pytest.raises(
         IndexMismatchError,
-        match=r"'model-a' \(dimension 384, fingerprint aaaa\).*'model-b' "
-        r"\(dimension 384, fingerprint bbbb\)",
+        match=r"'model-a' on backend torch \(dimension 384, fingerprint aaaa\).*'model-b' on backend onnx "
+        r"\(dimension 384, fingerprint bbbb\).*KAFKA_RAG_MODEL=model-a and KAFKA_RAG_EMBED_BACKEND=torch",
     ):
-        check_model(manifest, ModelIdentity("model-b", 384, "bbbb"))
+        check_model(manifest, ModelIdentity("model-b", 384, "bbbb", backend="onnx"))
     with pytest.raises(IndexMismatchError, match="dimension 768"):
         check_model(manifest, ModelIdentity("model-a", 768, "aaaa"))
 
@@ -194,10 +195,11 @@ def test_check_model_compares_dimension_and_fingerprint():
 @pytest.mark.slow
 def test_manifest_records_the_model_identity(seeds_index, embedder):
     model = read_manifest(seeds_index)["model"]
-    identity = embedder.identity()
-    assert (model["name"], model["dimension"], model["fingerprint"]) == (
+    identity = model_identity(embedder)
+    assert (model["name"], model["dimension"], model["fingerprint"], model["backend"]) == (
         identity.name,
         identity.dimension,
         identity.fingerprint,
+        identity.backend,
     )
     assert model["normalized"] is True

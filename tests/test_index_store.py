@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from rag.embedding import ModelIdentity
-from rag.errors import IndexMismatchError, IndexNotFoundError
+from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
 from rag.index_store import (
-    KEEP_VERSIONS,
     current_version,
     load_index,
     read_manifest,
@@ -131,20 +130,21 @@ def test_a_version_folder_holds_the_whole_build(tmp_path):
     assert loaded.dense.index.ntotal == 12
 
 
-def test_pointer_naming_a_missing_version_means_no_index(tmp_path):
+def test_pointer_naming_a_missing_version_says_so(tmp_path):
     index_dir = tmp_path / "index"
     _write(index_dir)
     (index_dir / "CURRENT").write_text("20000101T000000000000Z\n")
     assert current_version(index_dir) is None
-    with pytest.raises(IndexNotFoundError):
+    with pytest.raises(IndexStoreError, match=r"CURRENT names version 20000101T000000000000Z, but .* is missing") as e:
         load_index(index_dir)
+    assert not isinstance(e.value, IndexNotFoundError)
 
 
-def test_pruning_keeps_the_last_versions(tmp_path):
+def test_publishing_removes_no_version(tmp_path):
+    """Retention is the caller's (`rag.versions.prune_versions`, under the writer lock), not the writer's."""
     index_dir = tmp_path / "index"
-    built = [_write(index_dir, count=5, seed=i) for i in range(KEEP_VERSIONS + 2)]
-    assert _versions(index_dir) == built[-KEEP_VERSIONS:]
-    assert current_version(index_dir) == built[-1]
+    built = [_write(index_dir, count=5, seed=i) for i in range(5)]
+    assert _versions(index_dir) == built
 
 
 def test_failed_publish_removes_nothing_that_serves(tmp_path):

@@ -8,6 +8,7 @@ test_spark_job.py.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -55,11 +56,14 @@ def _by_id(index_dir: Path) -> dict[str, dict]:
 
 
 def _snapshot(index_dir: Path) -> dict[str, str]:
-    """Every file under the index with a hash of its bytes: what 'untouched' means."""
+    """Every file under the index with a hash of its bytes: what 'untouched' means.
+
+    The writer lock file is left out: every ingest records its pid and start time there.
+    """
     return {
         p.relative_to(index_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(index_dir.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name != ".lock"
     }
 
 
@@ -265,6 +269,26 @@ def test_a_new_units_version_re_embeds_everything(workspace, monkeypatch):
     assert seen == [(sorted(p.name for p in corpus.iterdir()), frozenset())]
 
 
+@pytest.mark.parametrize("backend", ["torch", "onnx-int8"])
+def test_another_backend_re_embeds_everything(workspace, backend):
+    """Vectors are reused only from the same backend, so the manifest's backend made every vector it lists."""
+    corpus, index_dir = workspace
+    assert read_manifest(index_dir)["model"]["backend"] == default_ingest_config().embed_backend == "onnx"
+    seen: list[tuple[list[str], frozenset[str], str]] = []
+
+    class Seen(Exception):
+        pass
+
+    def recording_engine(files, config, known_ids, progress):
+        seen.append((sorted(f.source_path for f in files), known_ids, config.embed_backend))
+        raise Seen
+
+    config = dataclasses.replace(default_ingest_config(), embed_backend=backend)
+    with pytest.raises(Seen):
+        run_ingest([corpus], index_dir, config, engine=recording_engine)
+    assert seen == [(sorted(p.name for p in corpus.iterdir()), frozenset(), backend)]
+
+
 def test_removed_file_disappears_from_the_new_version(workspace):
     corpus, index_dir = workspace
     before = _by_id(index_dir)
@@ -385,6 +409,7 @@ def test_cli_json_prints_the_report(workspace):
         "chunks",
         "embedded",
         "reused",
+        "duplicates",
         "skipped",
         "engine",
         "master",

@@ -18,6 +18,7 @@ def test_defaults_without_environment():
     assert settings.index_dir == Path("index")
     assert settings.retrieval_mode == "hybrid"
     assert settings.answerer == "extractive"
+    assert settings.embed_backend == "onnx"
 
 
 def test_environment_variables_are_parsed_by_type():
@@ -31,6 +32,8 @@ def test_environment_variables_are_parsed_by_type():
             "KAFKA_RAG_CHUNK_SIZE": "600",
             "KAFKA_RAG_CHUNK_OVERLAP": "100",
             "KAFKA_RAG_LLM_MODEL": "llama3",
+            "KAFKA_RAG_EMBED_BACKEND": "onnx-int8",
+            "KAFKA_RAG_MODEL_CACHE_DIR": "/var/cache/kafka-rag",
         }
     )
     assert settings.top_k == 7
@@ -40,6 +43,7 @@ def test_environment_variables_are_parsed_by_type():
     assert settings.retrieval_mode == "bm25"
     assert (settings.chunk_size, settings.chunk_overlap) == (600, 100)
     assert settings.llm_model == "llama3"
+    assert (settings.embed_backend, settings.model_cache_dir) == ("onnx-int8", Path("/var/cache/kafka-rag"))
 
 
 def test_variables_without_the_prefix_are_ignored():
@@ -65,9 +69,10 @@ def test_from_env_reads_os_environ_by_default(monkeypatch):
         ({"KAFKA_RAG_TOP_K": "five"}, "KAFKA_RAG_TOP_K='five' is not a valid int"),
         ({"KAFKA_RAG_TOP_K": "2.5"}, "KAFKA_RAG_TOP_K='2.5' is not a valid int"),
         ({"KAFKA_RAG_DENSE_WEIGHT": "heavy"}, "KAFKA_RAG_DENSE_WEIGHT='heavy' is not a valid float"),
-        ({"KAFKA_RAG_TOP_K": "0"}, "top_k must be greater than 0, got 0"),
+        ({"KAFKA_RAG_TOP_K": "0"}, "top_k must be between 1 and 50, got 0"),
         ({"KAFKA_RAG_RETRIEVAL_MODE": "semantic"}, "retrieval_mode must be one of dense, bm25, hybrid, got 'semantic'"),
         ({"KAFKA_RAG_ANSWERER": "gpt"}, "answerer must be one of extractive, llm, got 'gpt'"),
+        ({"KAFKA_RAG_EMBED_BACKEND": "gpu"}, "embed_backend must be one of onnx, onnx-int8, torch, got 'gpu'"),
         ({"KAFKA_RAG_LLM_PROVIDER": "azure"}, "llm_provider must be one of openai, ollama, got 'azure'"),
         ({"KAFKA_RAG_CHUNK_SIZE": "50"}, "chunk_size must be at least 100 characters, got 50"),
         (
@@ -84,7 +89,7 @@ def test_invalid_values_raise_configuration_error_with_the_message(environ, mess
 
 
 def test_invalid_override_is_checked_too():
-    with pytest.raises(ConfigurationError, match=r"^top_k must be greater than 0, got -2$"):
+    with pytest.raises(ConfigurationError, match=r"^top_k must be between 1 and 50, got -2$"):
         Settings.from_env({}, top_k=-2)
 
 

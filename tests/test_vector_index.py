@@ -1,4 +1,4 @@
-"""Nearest-neighbour search over a vector file: exact below the threshold, IVF with 4-bit codes and an exact re-rank above.
+"""Nearest-neighbour search over a vector file: exact below the threshold, IVF (4-bit codes) with an exact re-rank.
 
 Clustered synthetic vectors (points around a few hundred centres, like a corpus' topics) with the real
 FAISS; the recall at real scale is measured by benchmarks/scale.py.

@@ -381,6 +381,9 @@ def http_app(app: App) -> Starlette:
     """ASGI app for HTTP Events mode: POST /slack/events (signature-checked by Bolt), GET /healthz."""
 
     async def events(request: Request) -> Response:
+        if not _well_formed_signature(request.headers):  # Bolt would fail on int(timestamp) with a 500
+            log.info("Refused a request with a malformed Slack signature header")
+            return JSONResponse({"error": "invalid signature"}, status_code=401)
         bolt_request = to_bolt_request(request, await request.body())
         return to_starlette_response(await run_in_threadpool(app.dispatch, bolt_request))
 
@@ -388,6 +391,18 @@ def http_app(app: App) -> Starlette:
         return JSONResponse({"ok": True})
 
     return Starlette(routes=[Route(EVENTS_PATH, events, methods=["POST"]), Route("/healthz", healthz)])
+
+
+def _well_formed_signature(headers: Mapping[str, str]) -> bool:
+    """Both signature headers present and shaped as Slack sends them (digits; "v0=" and 64 hex digits)."""
+    timestamp = headers.get("x-slack-request-timestamp", "")
+    signature = headers.get("x-slack-signature", "")
+    return (
+        0 < len(timestamp) <= 12
+        and timestamp.isascii()
+        and timestamp.isdigit()
+        and re.fullmatch(r"v0=[0-9a-f]{64}", signature) is not None
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -412,6 +427,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(index_dir=args.index)
     check_writable(settings.feedback_path)  # before seconds of model loading, like the web UI
     assistant = Assistant.from_settings(settings)
+    assistant.follow_versions()  # a nightly ingest is answered from without a restart
     client = web_client(credentials.bot_token, base_url=os.environ.get("SLACK_API_URL"))
     app = build_app(assistant, settings, client=client, signing_secret=credentials.signing_secret)
     log.setLevel(logging.INFO)  # a long-running server: say what it answered (never what it was sent)

@@ -221,7 +221,7 @@ def answer_blocks(answer: Answer, answer_id: str) -> list[dict[str, Any]]:
 
     An abstention is shown as this adapter's own "does not cover" line, with the related pages.
 
-    Block budget: at most 1 notes block, 1 + 10 source blocks and 1 actions block, and the answer's
+    Block budget: at most 1 notes block, 1 + 10 source blocks, 1 version block and 1 actions block, and the answer's
     9,000 characters split at no less than half a section each, which is well under 50 blocks. Text
     budget: the notes and sources are bounded, and the answer gets what they leave of 12,000.
     """
@@ -254,6 +254,8 @@ def _tail_blocks(answer: Answer, answer_id: str) -> list[dict[str, Any]]:
     elif answer.abstained and answer.related:
         blocks.append(_context(["*Possibly related*"]))
         blocks.extend(_context([source_label(None, p)]) for p in answer.related[:MAX_SOURCES])
+    if answer.index_version:  # which published index answered: servers follow new versions as they land
+        blocks.append(_context([f"index version {escape(answer.index_version)}"]))
     value = feedback_value(answer_id, answer.question)
     blocks.append(
         {

@@ -33,6 +33,7 @@ from rag import (
 )
 from ui import mcp_tools, render
 from ui.api_auth import ApiAuthMiddleware
+from ui.guard import guard_middleware
 from ui.openai_api import routes as openai_routes
 
 log = logging.getLogger(__name__)
@@ -78,20 +79,25 @@ class Turn:
     top_k: int
 
 
+def user_error(message: str) -> gr.Error:
+    """An error the API caller made: shown to them, logged on one line at most, never with a traceback."""
+    return gr.Error(message, print_exception=False)
+
+
 def flatten_history(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     """API history → `[{role, content}]` strings; accepts Gradio 6 content blocks or plain strings."""
     history = []
     for number, message in enumerate(messages, start=1):
         role = message.get("role") if isinstance(message, Mapping) else None
         if role not in ("user", "assistant"):
-            raise gr.Error(f"history[{number}]: role must be 'user' or 'assistant', got {role!r}")
+            raise user_error(f"history[{number}]: role must be 'user' or 'assistant', got {role!r}")
         if (message.get("metadata") or {}).get("title"):
             continue  # a sources/thought message, not something anyone said
         content = message.get("content", "")
         if isinstance(content, list):
             content = " ".join(block.get("text", "") for block in content if isinstance(block, Mapping))
         if not isinstance(content, str):
-            raise gr.Error(f"history[{number}]: content must be text")
+            raise user_error(f"history[{number}]: content must be text")
         history.append({"role": role, "content": content})
     return history
 
@@ -200,12 +206,13 @@ class ChatHandlers:
     ) -> dict[str, Any]:
         """Answer `question` after `history` ([{role, content}], oldest first); returns the Answer as JSON."""
         if not (question or "").strip():
-            raise gr.Error(EMPTY_HINT)
+            raise user_error(EMPTY_HINT)
         turns = flatten_history(history or [])
         try:
             answer = self.assistant.ask(question, turns, top_k=top_k, retrieval=retrieval, answerer=answerer)
         except KafkaRagError as exc:
-            raise gr.Error(str(exc)) from exc
+            log.warning("API question refused: %s", exc)
+            raise user_error(str(exc)) from exc
         except Exception as exc:
             log.exception("assistant failed on an API question")
             raise gr.Error(ERROR_TEXT) from exc
@@ -240,7 +247,10 @@ def build_app(assistant: Assistant, settings: Settings, *, mcp: bool = False) ->
     With `mcp`, the MCP tools (`ui.mcp_tools`) are API endpoints too; launch with `interface_options` then.
     """
     handlers = ChatHandlers(assistant, settings)
-    status = render.render_status(assistant.status, retrieval=settings.retrieval_mode, answerer=settings.answerer)
+
+    def status() -> str:  # read on every page load: the server follows new index versions
+        return render.render_status(assistant.status, retrieval=settings.retrieval_mode, answerer=settings.answerer)
+
     with gr.Blocks(title=TITLE, analytics_enabled=False) as app:
         gr.Markdown(f"## {TITLE}\n{INTRO}")
         turns = gr.State([])
@@ -284,7 +294,7 @@ def build_app(assistant: Assistant, settings: Settings, *, mcp: bool = False) ->
                 label="Answerer",
                 info="extractive works offline; llm needs KAFKA_RAG_LLM_MODEL and an endpoint",
             )
-        gr.Markdown(status, elem_id="index-status")
+        footer = gr.Markdown(status(), elem_id="index-status")
 
         ask_inputs = [textbox, chatbot, turns, top_k, retrieval, answerer]
         for trigger in (textbox.submit, send.click):
@@ -293,6 +303,7 @@ def build_app(assistant: Assistant, settings: Settings, *, mcp: bool = False) ->
         new_chat.click(lambda: ([], []), None, [chatbot, turns], api_visibility="private")
         chatbot.clear(lambda: [], None, [turns], api_visibility="private")
         gr.api(handlers.ask, api_name="ask")
+        app.load(status, None, footer, api_visibility="private")  # the version served now, on every page load
         if mcp:
             mcp_tools.add_tools(assistant)
     app.queue(default_concurrency_limit=settings.ui_concurrency, max_size=QUEUE_MAX_SIZE)
@@ -325,9 +336,12 @@ def launch_options(settings: Settings) -> dict[str, Any]:
 
 
 def interface_options(assistant: Assistant, settings: Settings, *, mcp: bool, openai_api: bool) -> dict[str, Any]:
-    """More `Blocks.launch` arguments: the MCP server, the OpenAI-compatible routes, and the login for both."""
+    """More `Blocks.launch` arguments: the MCP server, the OpenAI-compatible routes, the login for both, and
+    the guard (login back-off, no uploads, capped bodies)."""
     routes = openai_routes(assistant, settings.ui_concurrency) if openai_api else []
-    middleware = [Middleware(ApiAuthMiddleware, auth=settings.ui_auth)] if settings.ui_auth else []
+    middleware = guard_middleware()
+    if settings.ui_auth:
+        middleware.append(Middleware(ApiAuthMiddleware, auth=settings.ui_auth))
     return {"mcp_server": mcp, "app_kwargs": {"routes": routes, "middleware": middleware}}
 
 
@@ -336,6 +350,7 @@ def serve(settings: Settings, *, mcp: bool = False, openai_api: bool = False) ->
     check_writable(settings.feedback_path)
     options = launch_options(settings)
     assistant = Assistant.from_settings(settings)
+    assistant.follow_versions()  # a nightly ingest is answered from without a restart
     app = build_app(assistant, settings, mcp=mcp)
     if openai_api:
         print(f"* OpenAI-compatible API: http://{settings.ui_host}:{settings.ui_port}/v1 (model 'kafka-rag')")

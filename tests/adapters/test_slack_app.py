@@ -374,6 +374,30 @@ def test_unverified_requests_are_refused_and_nothing_is_posted(slack, url, asker
     assert [q for q, _, _ in asker.calls] == [QUESTION]  # the sentinel only
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Slack-Request-Timestamp": "not-a-number"},
+        {"X-Slack-Request-Timestamp": ""},
+        {"X-Slack-Request-Timestamp": "1e9"},
+        {"X-Slack-Request-Timestamp": "-5"},
+        {"X-Slack-Request-Timestamp": "9" * 40},
+        {"X-Slack-Signature": "v1=abc"},
+        {"X-Slack-Signature": ""},
+        {"X-Slack-Signature": "v0=" + "g" * 64},
+    ],
+    ids=["words", "empty", "float", "negative", "huge", "other-scheme", "no-signature", "not-hex"],
+)
+def test_malformed_signature_headers_are_401_without_a_traceback(slack, url, asker, caplog, headers):
+    caplog.set_level(logging.INFO)
+    body = as_json(mention(slack, QUESTION))
+    status, _ = post(url, body, headers=headers)
+    assert status == 401
+    assert not [r for r in caplog.records if r.exc_info], "a malformed header must not log a traceback"
+    settle(slack, over_http(url))
+    assert placeholders(slack) == []
+
+
 def test_a_retried_delivery_is_not_answered_twice(slack, url, asker):
     body = as_json(mention(slack, QUESTION))
     assert post(url, body)[0] == 200

@@ -380,3 +380,15 @@ def test_the_manifest_asks_for_exactly_what_the_bot_uses():
     assert settings["socket_mode_enabled"] is True
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True  # DMs reach the bot
     assert manifest["features"]["bot_user"]["display_name"]
+
+
+def test_the_answer_names_the_index_version_it_came_from():
+    """Servers follow new index versions; the reader can see which one answered."""
+    import dataclasses
+
+    blocks = answer_blocks(dataclasses.replace(answer(), index_version="20261123T060000000000Z"), "C1:1.0")
+    contexts = [e["text"] for b in blocks if b["type"] == "context" for e in b["elements"]]
+    assert "index version 20261123T060000000000Z" in contexts
+    assert blocks[-1]["type"] == "actions"  # the buttons stay last
+    unversioned = answer_blocks(answer(), "C1:1.0")
+    assert not any("index version" in e["text"] for b in unversioned if b["type"] == "context" for e in b["elements"])
