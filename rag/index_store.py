@@ -193,7 +193,8 @@ class StoredVersion:
 
     @classmethod
     def open(cls, path: Path) -> StoredVersion:
-        return cls(path, _open_chunks(path), *_vector_files(path, read_version_manifest(path)))
+        """A version's chunk table and vector files; an `IndexStoreError` naming the file when one is damaged."""
+        return cls(path, *_open_tables(path, read_version_manifest(path)))
 
     def row_vectors(self, row: int) -> dict[str, np.ndarray]:
         """Chunk row `row`'s `vector` and `unit_vectors` (float32)."""
@@ -429,15 +430,11 @@ def load_version(path: Path, expected_model: ModelIdentity | None = None) -> Loa
             f"Index version {version} in {index_dir}/ was built with evidence units version {built_units}, "
             f"this code uses {UNITS_VERSION}: re-run 'kafka-rag ingest'"
         )
-    for part in VERSION_PARTS:
-        if not (path / part).exists():
-            raise IndexStoreError(f"{path / part} is missing: re-run 'kafka-rag ingest'")
-    current_file = path / CHUNKS_FILE
+    chunks, vectors, units, offsets = _open_tables(path, manifest)
+    for part in (FAISS_FILE, UNITS_FAISS_FILE, "bm25"):
+        _require(path / part)
+    current_file = path / FAISS_FILE
     try:
-        chunks = _open_chunks(path)
-        current_file = path / VECTORS_FILE
-        vectors, units, offsets = _vector_files(path, manifest)
-        current_file = path / FAISS_FILE
         dense = VectorSearch.load(current_file, vectors, manifest["faiss"])
         current_file = path / UNITS_FAISS_FILE
         unit_search = VectorSearch.load(current_file, units, manifest["units_faiss"])
@@ -448,6 +445,24 @@ def load_version(path: Path, expected_model: ModelIdentity | None = None) -> Loa
     if not (len(chunks) == len(vectors) == len(offsets) - 1 == dense.size) or unit_search.size != len(units):
         raise IndexStoreError(f"Index version {version} in {index_dir}/ is incomplete: re-run 'kafka-rag ingest'")
     return LoadedIndex(version, path, manifest, chunks, vectors, units, offsets, dense, unit_search, bm25)
+
+
+def _open_tables(path: Path, manifest: Mapping[str, Any]) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+    """The memory-mapped chunk table, vectors, unit vectors and unit offsets of a version folder."""
+    for part in (CHUNKS_FILE, VECTORS_FILE, UNITS_FILE, UNIT_OFFSETS_FILE):
+        _require(path / part)
+    current_file = path / CHUNKS_FILE
+    try:
+        chunks = _open_chunks(path)
+        current_file = path / VECTORS_FILE
+        return (chunks, *_vector_files(path, manifest))
+    except Exception as exc:  # any library's complaint about a damaged file becomes one line naming the file
+        raise IndexStoreError(f"{current_file} is unreadable ({_short(exc)}): re-run 'kafka-rag ingest'") from exc
+
+
+def _require(file: Path) -> None:
+    if not file.exists():
+        raise IndexStoreError(f"{file} is missing: re-run 'kafka-rag ingest'")
 
 
 def check_model(manifest: Mapping[str, Any], expected: ModelIdentity) -> None:

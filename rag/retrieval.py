@@ -112,6 +112,9 @@ class Retriever:
                 self._heading_df[token] += entry["counts"]
         self._heading_avg = heading_tokens / max(self._size, 1)
         self._position = _positions(chunks)
+        # Rows are read from the table's record batches: `Table.take` would concatenate whole columns first.
+        self._batches = chunks.to_batches()
+        self._batch_starts = np.cumsum([0, *(len(batch) for batch in self._batches)])
 
     @property
     def size(self) -> int:
@@ -147,7 +150,7 @@ class Retriever:
         matched = self._identifier_lookup.matches(wanted) if mode == "hybrid" else {}
         unit_order = self._unit_order(query_vector, depth) if mode == "hybrid" else []
         rows = sorted({*dense_order, *lexical_order, *matched, *unit_order})  # ascending reads from the maps
-        records = dict(zip(rows, self.index.chunks.take(pa.array(rows, pa.int64())).to_pylist(), strict=True))
+        records = {row: self._record(row) for row in rows}
         dense_scores = np.asarray(self.index.vectors[rows], dtype=np.float32) @ query_vector
         dense_of = dict(zip(rows, dense_scores.tolist(), strict=True))
         unit_vectors = {row: self.index.unit_vectors(row) for row in rows}
@@ -175,6 +178,10 @@ class Retriever:
         )
         timings["features"] = elapsed_ms(started)
         return CandidatePool(query, mode, candidates, evidence, timings)
+
+    def _record(self, row: int) -> dict:
+        batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
+        return self._batches[batch].slice(row - int(self._batch_starts[batch]), 1).to_pylist()[0]
 
     def _unit_order(self, query_vector: np.ndarray, depth: int) -> list[int]:
         """Chunks by their best evidence unit over the whole corpus: finds the one sentence or row that

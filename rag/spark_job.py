@@ -18,6 +18,7 @@ pipe whose last lines are kept for the error message when Spark fails to start.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -182,12 +183,32 @@ def spark_engine(master: str, arrow_batch_size: int = Settings.arrow_batch_size,
         spark = spark_session(master, config.threads_per_task, arrow_batch_size, verbose=verbose)
         try:
             texts = _Texts(spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0))
-            with _reporting_tasks(spark.sparkContext, progress, texts):
+            with _reporting_tasks(spark.sparkContext, progress, texts), _py4j_logs_hidden(not verbose):
                 return _run_job(spark, files, config, known_ids, shards, texts)
         finally:
             spark.stop()
 
     return run
+
+
+@contextmanager
+def _py4j_logs_hidden(hidden: bool) -> Iterator[None]:
+    """py4j reports a lost JVM connection (as when Ctrl-C stops Spark) with a traceback on the root logger:
+    chatter of Spark's, not the command's, so it is hidden with the rest unless asked for."""
+    import py4j
+
+    package = str(Path(py4j.__file__).parent)
+
+    def outside_py4j(record: logging.LogRecord) -> bool:
+        return not record.pathname.startswith(package)
+
+    root = logging.getLogger()
+    if hidden:
+        root.addFilter(outside_py4j)
+    try:
+        yield
+    finally:
+        root.removeFilter(outside_py4j)
 
 
 @dataclass(frozen=True)

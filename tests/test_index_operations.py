@@ -185,9 +185,9 @@ def test_ctrl_c_during_a_spark_ingest_is_exit_130_without_a_python_traceback(sma
     try:
         lines: list[str] = []
         assert process.stderr is not None
-        for line in process.stderr:  # wait until Spark runs the job
+        for line in process.stderr:  # wait until Spark runs the job ("chunking: 1/4 tasks")
             lines.append(line)
-            if "tasks done" in line:
+            if " tasks" in line:
                 break
         os.killpg(process.pid, signal.SIGINT)
         _, rest = process.communicate(timeout=120)

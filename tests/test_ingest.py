@@ -279,7 +279,7 @@ def test_another_backend_re_embeds_everything(workspace, backend):
     class Seen(Exception):
         pass
 
-    def recording_engine(files, config, known_ids, progress):
+    def recording_engine(files, config, known_ids, shards, progress):
         seen.append((sorted(f.source_path for f in files), known_ids, config.embed_backend))
         raise Seen
 
