@@ -84,6 +84,14 @@ def key_fact_recall(found: Sequence[bool]) -> float | None:
     return sum(found) / len(found) if found else None
 
 
+def source_precision(cited_sources: Sequence[str], sources: Sequence[str]) -> float | None:
+    """Share of cited passages from the documents that answer the item: an answer padded with lines from
+    unrelated pages scores low here even when its key facts are all present."""
+    if not cited_sources:
+        return None
+    return sum(1 for path in cited_sources if path in sources) / len(cited_sources)
+
+
 def supports(passage: str, sentence: str, threshold: float = SUPPORT_THRESHOLD) -> bool:
     """Lexical support: the passage holds at least `threshold` of the sentence's content words."""
     wanted = _content_words(sentence)
@@ -131,6 +139,7 @@ class QuestionScore:
     latency_ms: float
     context_chars: int  # characters of the top-k passages the answerer is given
     answer_chars: int  # characters of the answer text
+    cited_sources: tuple[str, ...] = ()  # source path of each cited passage, in marker order
 
     @property
     def part(self) -> str:
@@ -162,6 +171,11 @@ class QuestionScore:
         return sum(self.citations_ok) / len(self.citations_ok) if self.citations_ok else None
 
     @property
+    def source_precision(self) -> float | None:
+        """Share of the answer's cited passages that come from one of the item's source documents."""
+        return source_precision(self.cited_sources, self.sources) if self.answerable and not self.abstained else None
+
+    @property
     def passed(self) -> bool:
         """Answerable: evidence in the top 5, answered, key facts present. Unanswerable: abstained."""
         if not self.answerable:
@@ -191,6 +205,7 @@ def summarise(scores: Sequence[QuestionScore]) -> dict[str, float | int | None]:
     metrics["ndcg@10"] = _mean(ndcg(s.grades) for s in answerable)
     metrics["key_fact_recall"] = _mean(r for s in answerable if (r := s.key_fact_recall) is not None)
     metrics["citation_precision"] = _mean(p for s in scores if (p := s.citation_precision) is not None)
+    metrics["source_precision"] = _mean(p for s in answerable if (p := s.source_precision) is not None)
     metrics["abstention_recall"] = _mean(float(s.abstained) for s in unanswerable)
     metrics["over_abstention"] = _mean(float(s.abstained) for s in answerable)
     metrics["answerable_accuracy"] = _mean(float(not s.abstained and s.facts_ok) for s in answerable)

@@ -27,6 +27,7 @@ MAIN_METRICS = (
     "ndcg@10",
     "key_fact_recall",
     "citation_precision",
+    "source_precision",
     "abstention_recall",
     "over_abstention",
     "answerable_accuracy",

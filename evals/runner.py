@@ -240,6 +240,7 @@ def score(trial: Trial, k: int) -> QuestionScore:
         latency_ms=trial.latency_ms,
         context_chars=sum(len(p.text) for p in trial.search.passages[:k]),
         answer_chars=len(answer.text),
+        cited_sources=tuple(c.passage.source_path for c in answer.citations),
     )
 
 

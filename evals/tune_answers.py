@@ -5,9 +5,10 @@
 
 Coordinate search over the `AnswerShape` settings (units per answer, the relative cutoff, novelty, and
 the unit score's weights): each setting in turn takes the value that maximises key-fact recall on the
-answerable tuning questions while the median answer stays under `MAX_MEDIAN_CHARS`; two rounds. Test-part
-ids are never read. Prints the chosen values (copy them into `rag/settings.py`) and writes
-`evals/reports/tune_answers.md`.
+answerable tuning questions while the median answer stays under `MAX_MEDIAN_CHARS`; two rounds. The
+report also shows source precision (the share of cited passages from the item's source documents), so
+a setting that pads answers with lines from unrelated pages is visible. Test-part ids are never read.
+Prints the chosen values (copy them into `rag/settings.py`) and writes `evals/reports/tune_answers.md`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from evals.golden import GoldenItem, add_set_argument, load_golden, select_part
-from evals.metrics import facts_found
+from evals.metrics import facts_found, source_precision
 from rag import Assistant, Settings
 
 MAX_MEDIAN_CHARS = 900  # facts count only in concise answers
@@ -35,9 +37,17 @@ ROUNDS = 2
 REPORT = Path("evals/reports/tune_answers.md")
 
 
-def score(assistants: Sequence[tuple[Assistant, list[GoldenItem]]], values: dict[str, float]) -> tuple[float, float]:
-    """(mean key-fact recall, median answer characters) of answerable tuning questions under `values`."""
+@dataclass(frozen=True)
+class Result:
+    recall: float  # mean key-fact recall of the answerable tuning questions
+    precision: float  # mean source precision of their answers (reported, not optimised)
+    median_chars: float
+
+
+def score(assistants: Sequence[tuple[Assistant, list[GoldenItem]]], values: dict[str, float]) -> Result:
+    """Key-fact recall, source precision and median answer length of answerable tuning questions under `values`."""
     recalls: list[float] = []
+    precisions: list[float] = []
     lengths: list[int] = []
     for assistant, items in assistants:
         tuned = assistant.with_settings(**values)
@@ -45,9 +55,15 @@ def score(assistants: Sequence[tuple[Assistant, list[GoldenItem]]], values: dict
             answer = tuned.ask(item.question, item.history)
             found = facts_found(answer.text, item.facts)
             recalls.append(sum(found) / len(found) if found else 1.0)
-            if not answer.abstained:
+            precision = source_precision([c.passage.source_path for c in answer.citations], item.sources)
+            if not answer.abstained and precision is not None:
+                precisions.append(precision)
                 lengths.append(len(answer.text))
-    return statistics.fmean(recalls), statistics.median(lengths) if lengths else 0.0
+    return Result(
+        statistics.fmean(recalls),
+        statistics.fmean(precisions) if precisions else 0.0,
+        statistics.median(lengths) if lengths else 0.0,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,23 +78,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     defaults = assistants[0][0].settings
     values: dict[str, float] = {name: getattr(defaults, name) for name in GRID}
     start = score(assistants, values)
-    lines = ["# Answer shape tuning (tuning parts only)", "", f"Start {values}: recall {start[0]:.3f}, "
-             f"median {start[1]:.0f} chars", "", "| round | setting | value | key-fact recall | median chars |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = ["# Answer shape tuning (tuning parts only)", "", f"Start {values}: {_summary(start)}", "",
+             "| round | setting | value | key-fact recall | source precision | median chars |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
     best = start
     for round_number in range(1, ROUNDS + 1):
         for name, grid in GRID.items():
             for value in grid:
                 trial = {**values, name: value}
                 result = score(assistants, trial)
-                lines.append(f"| {round_number} | {name} | {value} | {result[0]:.3f} | {result[1]:.0f} |")
-                if result[1] <= MAX_MEDIAN_CHARS and result[0] > best[0] + 1e-9:
+                lines.append(
+                    f"| {round_number} | {name} | {value} | {result.recall:.3f} | {result.precision:.3f} "
+                    f"| {result.median_chars:.0f} |"
+                )
+                if result.median_chars <= MAX_MEDIAN_CHARS and result.recall > best.recall + 1e-9:
                     values, best = trial, result
-    lines += ["", f"Chosen: {values}", f"Key-fact recall {best[0]:.3f}, median answer {best[1]:.0f} characters.", ""]
+    lines += ["", f"Chosen: {values}", f"{_summary(best)}.", ""]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines), encoding="utf-8")
-    print(f"chosen {values}: key-fact recall {best[0]:.3f}, median {best[1]:.0f} chars; wrote {args.report}")
+    print(f"chosen {values}: {_summary(best)}; wrote {args.report}")
     return 0
+
+
+def _summary(result: Result) -> str:
+    return (
+        f"key-fact recall {result.recall:.3f}, source precision {result.precision:.3f}, "
+        f"median answer {result.median_chars:.0f} characters"
+    )
 
 
 if __name__ == "__main__":

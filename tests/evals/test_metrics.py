@@ -20,6 +20,7 @@ from evals.metrics import (
     percentile,
     reciprocal_rank,
     regressions,
+    source_precision,
     summarise,
     summarise_parts,
     supports,
@@ -125,7 +126,7 @@ def test_percentile_interpolates_like_numpy():
     assert percentile([], 50) is None
 
 
-def _score(qid, answerable, grades, facts, cites, abstained, latency, ctx, answer=0, raw=None, tags=()):
+def _score(qid, answerable, grades, facts, cites, abstained, latency, ctx, answer=0, raw=None, tags=(), cited=()):
     return QuestionScore(
         id=qid,
         tags=tags,
@@ -140,12 +141,25 @@ def _score(qid, answerable, grades, facts, cites, abstained, latency, ctx, answe
         latency_ms=latency,
         context_chars=ctx,
         answer_chars=answer,
+        cited_sources=cited,
     )
 
 
 TOY = [
-    _score("A", True, (1, 2, 0), (True, False), (True, True), False, 100, 1000, answer=120),
-    _score("B", True, (0, 0, 0, 0, 0, 2), (False, False), (True, False), False, 200, 2000, answer=900, raw=(2,)),
+    _score("A", True, (1, 2, 0), (True, False), (True, True), False, 100, 1000, answer=120, cited=("a.txt", "z.txt")),
+    _score(
+        "B",
+        True,
+        (0, 0, 0, 0, 0, 2),
+        (False, False),
+        (True, False),
+        False,
+        200,
+        2000,
+        answer=900,
+        raw=(2,),
+        cited=("a.txt", "a.txt"),
+    ),
     _score("C", True, (0,) * 10, (False,), (), True, 300, 3000, answer=5000),
     _score("D", False, (0, 0), (), (), True, 400, 0, answer=70),
     _score("E", False, (0,), (), (False,), False, 500, 500, answer=4000),
@@ -165,6 +179,13 @@ def test_question_score_properties():
     assert [s.part for s in TOY] == [part_of(s.id) for s in TOY]
 
 
+def test_source_precision_is_the_share_of_citations_from_the_items_sources():
+    assert source_precision(["ops.html", "design.html", "ops.html"], ["ops.html"]) == pytest.approx(2 / 3)
+    assert source_precision([], ["ops.html"]) is None
+    abstained = _score("X", True, (2,), (False,), (), True, 1, 1, cited=("b.txt",))
+    assert abstained.source_precision is None  # an abstention cites nothing it answers with
+
+
 def test_summarise_toy_run():
     m = summarise(TOY)
     # answerable: A (rank 2), B (rank 6), C (none)
@@ -179,6 +200,8 @@ def test_summarise_toy_run():
     assert m["key_fact_recall"] == pytest.approx((0.5 + 0 + 0) / 3)
     # per answer with citations: A 1.0, B 0.5, E 0.0
     assert m["citation_precision"] == pytest.approx(0.5)
+    # answered answerable items with citations: A cites its source and another page, B only its source
+    assert m["source_precision"] == pytest.approx((0.5 + 1.0) / 2)
     assert m["abstention_recall"] == pytest.approx(0.5)
     assert m["over_abstention"] == pytest.approx(1 / 3)
     assert m["answerable_accuracy"] == pytest.approx(1 / 3)
