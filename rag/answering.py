@@ -97,6 +97,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     lead_pool = [u for u in scored if u.candidate_index == 0] or scored
     if not lead_pool:
         return abstain(ranked)
+    # The reference entry of the setting or error the question names answers it, whatever else scores higher.
+    lead_pool = [u for u in lead_pool if _asked_about(u.unit, query)] or lead_pool
     lead = max(lead_pool, key=lambda u: u.score)
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
     chosen = [lead]
@@ -116,6 +118,15 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         seen_terms |= unit.terms
         chars += len(unit.unit.text)
     return _render(ranked.candidates, chosen, layout=query.intent == "troubleshoot")
+
+
+def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
+    """The unit is the entry of a setting, error or row the question names (`acks`, `linger.ms`, `code:121`)."""
+    if not unit.subject:
+        return False
+    subject_tokens = set(tokenize(unit.subject))
+    named = bool(subject_tokens) and subject_tokens <= set(query.tokens)
+    return named or bool(query.focus_identifiers & set(extract_identifiers(unit.subject)))
 
 
 def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate, shape: AnswerShape) -> list[_Scored]:
@@ -154,6 +165,14 @@ def _bucket(unit: EvidenceUnit) -> str:
     return "cause"
 
 
+def _heading_key(passage: Passage) -> str:
+    """The setting, error or tool a passage's own heading names, when the heading is nothing but that name."""
+    heading = passage.section_path[-1].strip() if len(passage.section_path) > 1 else ""
+    if not heading or " " in heading or not extract_identifiers(heading):
+        return ""
+    return heading
+
+
 def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bool) -> Draft:
     buckets = [bucket for bucket, _ in _HEADINGS if any(u.bucket == bucket for u in chosen)]
     grouped = layout and len(buckets) > 1
@@ -164,11 +183,20 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
         markers.setdefault(unit.candidate_index, len(markers) + 1)
     blocks: list[str] = []
     current = ""
+    named: set[int] = set()
     for unit in ordered:
         if grouped and unit.bucket != current:
             current = unit.bucket
             blocks.append(dict(_HEADINGS)[current])
-        blocks.append(render_unit(unit.unit, markers[unit.candidate_index]))
+        block = render_unit(unit.unit, markers[unit.candidate_index])
+        key = _heading_key(candidates[unit.candidate_index].passage)
+        # A setting or row names its own subject; a bare code block must start its line.
+        prose = unit.unit.kind in ("sentence", "list")
+        if key and prose and unit.candidate_index not in named and key.lower() not in unit.unit.text.lower():
+            block = f"`{key}`: {block}"  # "This specifies the number of threads" says of what only in its heading
+        if key:
+            named.add(unit.candidate_index)
+        blocks.append(block)
     citations = tuple(
         Citation(
             marker=marker,

@@ -158,6 +158,44 @@ def test_units_far_below_the_lead_are_left_out():
     assert "ShareFetch" not in draft.text
 
 
+ACKS = "\n".join(
+    [
+        "The number of acknowledgments the producer requires. This controls durability.",
+        "",
+        "Type: | string",
+        "Default: | all",
+        "Valid Values: | [all, -1, 0, 1]",
+        "",
+        "Setting all is equivalent to the acks=-1 setting.",
+    ]
+)
+
+
+def test_the_entry_of_the_setting_the_question_names_leads_the_answer():
+    axes = _Axes()
+    units = build_units(ACKS, "acks")
+    assert [(u.kind, u.subject) for u in units] == [("setting", "acks"), ("sentence", "")]
+    scores = [0.2, 0.9]  # the loose sentence is more similar to the question
+    entry = candidate(axes, "acks", ACKS, scores, heading="acks")
+    draft = extract_answer(ranked([entry], "what is the default value of acks?"), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.startswith("`acks`: "), draft.text
+    assert "Default: all" in _units(draft.text)[0], draft.text
+
+
+def test_a_sentence_under_a_setting_heading_is_shown_with_the_setting_name():
+    axes = _Axes()
+    text = "This specifies the number of stream threads in an instance. It can be changed at runtime."
+    entry = candidate(axes, "threads", text, [0.9, 0.8], heading="num.stream.threads")
+    prose = candidate(axes, "prose", OTHER, [0.1, 0.1], heading="Share groups")
+    draft = extract_answer(ranked([entry, prose], "how many stream threads run by default?"), shape(max_units_fact=3))
+    _check(draft)
+    units = _units(draft.text)
+    assert units[0] == "`num.stream.threads`: This specifies the number of stream threads in an instance. [1]"
+    assert not units[1].startswith("`num.stream.threads`")  # named once per passage
+    assert all(not u.startswith("`Share") for u in units)  # a heading of words is not a name
+
+
 def test_near_duplicate_units_are_dropped():
     axes = _Axes()
     first = candidate(axes, "a", OTHER, [0.9, 0.2])
