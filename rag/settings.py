@@ -81,6 +81,9 @@ class Settings:
     ui_port: int = 7860
     ui_concurrency: int = 8
     ui_auth: str = ""  # "user:password" turns on the login form (rate-limited per client: ui/guard.py)
+    # Conversations the web UI keeps in memory; the least recently used beyond this are dropped. Every API
+    # call without a session opens one, and Gradio's own default (10,000) let a busy server grow ~0.5 GB.
+    ui_sessions: int = 500
 
     def __post_init__(self) -> None:
         if self.chunk_size < 100:
@@ -91,6 +94,8 @@ class Settings:
             )
         if not 1 <= self.top_k <= MAX_TOP_K:
             raise ConfigurationError(f"top_k must be between 1 and {MAX_TOP_K}, got {self.top_k}")
+        if self.ui_sessions < 1:
+            raise ConfigurationError(f"ui_sessions must be at least 1, got {self.ui_sessions}")
         if self.keep_versions < 1:
             raise ConfigurationError(f"keep_versions must be at least 1, got {self.keep_versions}")
         if self.reload_interval_s < 0:

@@ -332,6 +332,7 @@ def launch_options(settings: Settings) -> dict[str, Any]:
         "footer_links": ["api"],
         "ssr_mode": False,
         "show_error": False,
+        "state_session_capacity": settings.ui_sessions,
     }
 
 

@@ -19,6 +19,7 @@ from gradio_client.exceptions import AppError, AuthenticationError
 
 from rag import ConfigurationError, Settings
 from tests.adapters.conftest import BOOM, SpyAssistant, launched
+from tests.conftest import free_port
 from ui import web
 
 pytestmark = pytest.mark.slow
@@ -123,6 +124,20 @@ def test_only_the_ask_endpoint_is_public(client: Client) -> None:
 def test_queue_concurrency_comes_from_settings(spy: SpyAssistant, web_settings: Settings) -> None:
     app = web.build_app(spy, dataclasses.replace(web_settings, ui_concurrency=3))
     assert app._queue.default_concurrency_limit == 3
+
+
+def test_the_server_keeps_at_most_ui_sessions_conversations(spy: SpyAssistant, web_settings: Settings) -> None:
+    """Each API client is a session whose state Gradio keeps; beyond `ui_sessions` the oldest are dropped, so a
+    server answering many callers does not grow without bound (Gradio's own default keeps 10,000)."""
+    settings = dataclasses.replace(web_settings, ui_host="127.0.0.1", ui_port=free_port(), ui_sessions=3)
+    app = web.build_app(spy, settings)
+    app.launch(**web.launch_options(settings), prevent_thread_lock=True, quiet=True)
+    try:
+        for _ in range(6):
+            Client(app.local_url, verbose=False).predict(QUESTION, [], api_name="/ask")
+        assert 1 <= len(app.state_holder.session_data) <= 3
+    finally:
+        app.close()
 
 
 def test_basic_auth_from_settings(spy: SpyAssistant, web_settings: Settings) -> None:
