@@ -8,10 +8,11 @@ synthetic section takes a source chunk, rotates its sentences, renumbers its num
 heading of its own; twenty sections make a Markdown document.
 
 `--half ingest` writes that corpus as files and runs `kafka-rag ingest --master local[*]` on it in a
-new process: chunks/s of the embedding stage (in total and per core), the driver's peak RSS
-(VmHWM, sampled until it exits), the index size on disk. `--stand-in-model` embeds with the packaged
-MiniLM cut to its first transformer layer (same tokenizer and dimension, ~6x less compute, on the torch
-backend): the path every build takes, at a cost that lets 10^5 chunks run in minutes on 2 cores.
+new process: chunks/s of the embedding stage (in total and per core), the peak RSS (VmHWM, sampled
+until it exits) of the driver, of the Spark JVM and of the largest Python worker, the index size on
+disk. `--stand-in-model` embeds with the packaged MiniLM cut to its first transformer layer (same
+tokenizer and dimension, ~6x less compute, on the torch backend): the path every build takes, at a
+cost that lets 10^5 chunks run in minutes on 2 cores.
 
 `--half serve` skips embedding: it writes an index version straight from the corpus with vectors
 from a cheap deterministic stand-in (each source chunk's and unit's real vector from a built Kafka
@@ -161,6 +162,29 @@ def peak_rss_mb(pid: int) -> float:
     return int(match.group(1)) / 1024 if match else 0.0
 
 
+def descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process under `root`: the Spark JVM and its Python workers."""
+    parents: dict[int, int] = {}
+    commands: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
+    found: list[tuple[int, str]] = []
+    for pid in parents:
+        ancestor = parents.get(pid)
+        while ancestor and ancestor != root:
+            ancestor = parents.get(ancestor)
+        if ancestor == root:
+            found.append((pid, commands.get(pid, "")))
+    return found
+
+
 def ingest_half(args: argparse.Namespace) -> dict[str, Any]:
     work = args.work / f"ingest-{args.chunks}"
     shutil.rmtree(work, ignore_errors=True)
@@ -176,12 +200,20 @@ def ingest_half(args: argparse.Namespace) -> dict[str, Any]:
     command += ["--master", args.master, "--json"]
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0.0
+    peak = jvm_peak = worker_peak = 0.0
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak, jvm_peak, worker_peak
+        ticks = 0
         while process.poll() is None:
             peak = max(peak, peak_rss_mb(process.pid))
+            if ticks % 4 == 0:  # the process tree once a second
+                for pid, command in descendants(process.pid):
+                    if "pyspark.daemon" in command or "pyspark.worker" in command:
+                        worker_peak = max(worker_peak, peak_rss_mb(pid))
+                    elif "java" in command.split(" ", 1)[0]:
+                        jvm_peak = max(jvm_peak, peak_rss_mb(pid))
+            ticks += 1
             time.sleep(0.25)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -204,6 +236,8 @@ def ingest_half(args: argparse.Namespace) -> dict[str, Any]:
         "chunks_per_s": round(report["chunks"] / stage, 1),
         "chunks_per_s_per_core": round(report["chunks"] / stage / cores, 1),
         "driver_peak_rss_mb": round(peak, 0),
+        "jvm_peak_rss_mb": round(jvm_peak, 0),
+        "python_worker_peak_rss_mb": round(worker_peak, 0),
         "index_mb": round(folder_mb(index_dir), 1),
         "stage_seconds": report["stage_seconds"],
     }

@@ -29,13 +29,14 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
 from rag.errors import ConfigurationError, IngestError
-from rag.ingest import IngestConfig, SourceFile, chunk_files, embed_rows
+from rag.ingest import ROWS_PER_ENCODE, IngestConfig, SourceFile, chunk_files, embed_rows
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
 from rag.units import unit_texts
@@ -317,7 +318,10 @@ def _run_job(
                 for record in batch.to_dict("records"):
                     yield _from_pandas(record)
 
-        yield _frame(embed_rows(rows_in(), config, known.value, on_encoded=texts.encoded.add))
+        embedded = embed_rows(rows_in(), config, known.value, on_encoded=texts.encoded.add)
+        # One frame per encode round, not per partition: a task holds one batch of vectors, whatever the corpus.
+        while frame_rows := list(islice(embedded, ROWS_PER_ENCODE)):
+            yield _frame(iter(frame_rows))
 
     chunked = frame.mapInPandas(chunk_partition, ROW_SCHEMA)
     # Spread the chunks evenly over the cores before the expensive stage, in a few tasks per core so that
