@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
@@ -310,7 +310,7 @@ def _run_job(
             rows = list(chunk_files(files_in(batch), config))
             pending = [r for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known.value]
             texts.planned.add(sum(1 + len(unit_texts(r["text"], r["section_path"])) for r in pending))
-            yield _frame(iter(rows))
+            yield _frame(rows)
 
     def embed_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         def rows_in() -> Iterator[dict[str, Any]]:
@@ -321,7 +321,7 @@ def _run_job(
         embedded = embed_rows(rows_in(), config, known.value, on_encoded=texts.encoded.add)
         # One frame per encode round, not per partition: a task holds one batch of vectors, whatever the corpus.
         while frame_rows := list(islice(embedded, ROWS_PER_ENCODE)):
-            yield _frame(iter(frame_rows))
+            yield _frame(frame_rows)
 
     chunked = frame.mapInPandas(chunk_partition, ROW_SCHEMA)
     # Spread the chunks evenly over the cores before the expensive stage, in a few tasks per core so that
@@ -334,7 +334,7 @@ def _run_job(
     return [_clean_row(r) for r in others.to_pylist()]
 
 
-def _frame(rows: Iterator[dict[str, Any]]) -> Any:
+def _frame(rows: Iterable[dict[str, Any]]) -> Any:
     import pandas as pd
 
     records = [{name: row.get(name) for name in ROW_FIELDS} for row in rows]
