@@ -38,7 +38,7 @@ from rag.chunking import lexical_text
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
 from rag.identifiers import defined_identifiers
-from rag.lexical import build_bm25, load_bm25, save_bm25
+from rag.lexical import load_bm25, write_bm25
 from rag.synthetic import SyntheticQuery, synthetic_queries
 from rag.units import UNITS_VERSION
 from rag.vector_index import VectorSearch, build_vector_index, choose_index_type, write_vector_index
@@ -245,7 +245,8 @@ class VersionWriter:
         self._units = (self.staging / UNITS_FILE).open("wb")
         self._offsets = array("q", [0])
         self._pending: list[Mapping[str, Any]] = []
-        self._seen: set[str] = set()
+        self._document = ""
+        self._seen: set[str] = set()  # the current document's chunk ids
         self.dimension = 0
         self.rows = 0
 
@@ -257,8 +258,11 @@ class VersionWriter:
             self.abort()
 
     def add(self, row: Mapping[str, Any]) -> bool:
-        """Append one chunk row (with `vector` and `unit_vectors`); False for a chunk id already written
-        (identical text under the same heading of the same document is one chunk, not two)."""
+        """Append one chunk row (with `vector` and `unit_vectors`), rows grouped by document (`row_order` in
+        `rag.ingest`); False for a chunk id already written (identical text under the same heading of the
+        same document is one chunk, not two)."""
+        if row["source_path"] != self._document:  # a chunk id hashes its document: repeats are within one
+            self._document, self._seen = row["source_path"], set()
         if row["chunk_id"] in self._seen:
             return False
         self._seen.add(row["chunk_id"])
@@ -306,8 +310,8 @@ class VersionWriter:
             unit_index = choose_index_type(shapes["units"], self.flat_max, self.dimension)
             write_vector_index(build_vector_index(units, unit_index), self.staging / UNITS_FAISS_FILE)
             chunks = _open_chunks(self.staging)
-            save_bm25(build_bm25(_lexical_texts(chunks)), self.staging / "bm25")
-            pq.write_table(synthetic_table(chunks), self.staging / SYNTHETIC_FILE)
+            write_bm25(_lexical_texts(chunks), self.staging / "bm25")
+            write_synthetic(chunks, self.staging / SYNTHETIC_FILE)
             manifest = {
                 **manifest,
                 "schema_version": SCHEMA_VERSION,
@@ -350,18 +354,17 @@ def write_version(
         return writer.publish(manifest, before_publish)
 
 
-def synthetic_table(chunks: pa.Table) -> pa.Table:
-    """The ranker's synthetic training queries for this version's chunks (`rag.synthetic`)."""
+def write_synthetic(chunks: pa.Table, file: Path) -> None:
+    """The ranker's synthetic training queries for this version's chunks (`rag.synthetic`), a batch at a time."""
     schema = pa.schema([("query", pa.string()), ("chunk_id", pa.string()), ("kind", pa.string())])
-    batches = []
-    for batch in chunks.select(["chunk_id", "section_path", "text"]).to_batches(WRITE_BATCH_ROWS):
-        rows = [
-            {"query": q.query, "chunk_id": q.chunk_id, "kind": q.kind}
-            for record in batch.to_pylist()
-            for q in synthetic_queries(record["chunk_id"], record["section_path"], record["text"])
-        ]
-        batches.append(pa.Table.from_pylist(rows, schema=schema))
-    return pa.concat_tables(batches) if batches else schema.empty_table()
+    with pq.ParquetWriter(file, schema) as writer:
+        for batch in chunks.select(["chunk_id", "section_path", "text"]).to_batches(WRITE_BATCH_ROWS):
+            rows = [
+                {"query": q.query, "chunk_id": q.chunk_id, "kind": q.kind}
+                for record in batch.to_pylist()
+                for q in synthetic_queries(record["chunk_id"], record["section_path"], record["text"])
+            ]
+            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
 
 
 def read_synthetic(path: Path) -> list[SyntheticQuery]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document
@@ -33,6 +34,7 @@ from rag.errors import IndexStoreError, LoaderError, NoDocumentsError, SourceNot
 from rag.index_lock import writer_lock
 from rag.index_store import (
     SCHEMA_VERSION,
+    VECTOR_FIELDS,
     StoredVersion,
     VersionWriter,
     load_version,
@@ -276,6 +278,7 @@ Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str], Path, Progres
 given folder (each shard sorted by `row_order`) and returns the few other rows (doc, skip, model)."""
 
 SHARD_ROWS = 1024  # chunk rows per shard the local engine writes
+SHARD_READ_BUFFER = 1 << 20  # bytes of a shard's column read at a time while merging
 
 
 def row_order(row: Mapping[str, Any]) -> tuple[str, int, str]:
@@ -288,12 +291,38 @@ def write_shard(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def shard_rows(path: Path, batch_rows: int = 256) -> Iterator[dict[str, Any]]:
-    """A shard's chunk rows in order, a batch at a time (a Spark shard also holds the job's other rows)."""
-    shard = pq.ParquetFile(path)
+    """A shard's chunk rows in order, a batch at a time (a Spark shard also holds the job's other rows).
+
+    Vectors come out as float32 arrays, not Python lists (8x the memory), and columns are read through a
+    small buffer rather than a whole row group up front: the merge holds a batch per shard, whatever the
+    corpus.
+    """
+    shard = pq.ParquetFile(path, pre_buffer=False, buffer_size=SHARD_READ_BUFFER)
     for batch in shard.iter_batches(batch_size=batch_rows):
-        for row in batch.to_pylist():
-            if row.get("kind", "chunk") == "chunk":
-                yield row
+        vectors = _row_arrays(batch.column("vector"))
+        width = next((len(vector) for vector in vectors if vector is not None), 0)
+        units = _row_arrays(batch.column("unit_vectors"), width) if width else [None] * len(vectors)
+        records = batch.drop_columns(list(VECTOR_FIELDS)).to_pylist()
+        for record, vector, row_units in zip(records, vectors, units, strict=True):
+            if record.get("kind", "chunk") == "chunk":
+                yield {**record, "vector": vector, "unit_vectors": row_units}
+
+
+def _row_arrays(column: pa.ListArray, width: int = 0) -> list[np.ndarray | None]:
+    """Each row of a list<float> column as a float32 vector, or of a list<list<float>> column (lists of
+    `width` floats) as a (lists, width) matrix; None for a null row."""
+    offsets = column.offsets.to_numpy()  # into `column.values`, whatever the slice
+    if width:
+        lists = column.values
+        inner = lists.offsets.to_numpy()
+        if len(inner) > 1 and np.any(np.diff(inner) != width):
+            raise IndexStoreError(f"A Spark shard holds unit vectors that are not {width} wide: re-run the ingest")
+        flat = lists.values.to_numpy(zero_copy_only=False)[inner[0] :]
+        values = flat[: (len(inner) - 1) * width].reshape(-1, width)
+    else:
+        values = column.values.to_numpy(zero_copy_only=False)
+    nulls = column.is_null().to_numpy(zero_copy_only=False)
+    return [None if null else values[offsets[i] : offsets[i + 1]].astype(np.float32) for i, null in enumerate(nulls)]
 
 
 def local_engine(

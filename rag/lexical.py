@@ -7,17 +7,28 @@ matches exactly, and "transaction timeout" still finds it.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import bm25s
 import numpy as np
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own logger to DEBUG on import
+
+SPILL_ENTRIES = 1 << 22  # (token, document, count) entries held at a time while the index is written (48 MB)
+BM25_FILES = {  # the file names bm25s.BM25.load reads
+    "data": "data.csc.index.npy",
+    "indices": "indices.csc.index.npy",
+    "indptr": "indptr.csc.index.npy",
+    "vocab": "vocab.index.json",
+    "params": "params.index.json",
+}
 
 _WORD = re.compile(r"[a-z0-9_]+(?:[.\-][a-z0-9_]+)*")
 _STOPWORDS = frozenset(
@@ -123,51 +134,82 @@ def _fold(word: str) -> str:
     return word
 
 
-def build_bm25(texts: Iterable[str]) -> bm25s.BM25:
-    """The BM25 index of `texts` (bm25s' Lucene scoring, k1 1.5, b 0.75), built in one streaming pass.
+def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL_ENTRIES) -> None:
+    """Write the BM25 index of `texts` (bm25s' Lucene scoring, k1 1.5, b 0.75) to `directory` in bm25s'
+    format, in memory bounded by the vocabulary, not by the corpus.
 
-    bm25s' own `index` holds every document's token list as Python strings, gigabytes at a million
-    chunks; here each document becomes its distinct token ids and counts in compact arrays, and the
-    score matrix is assembled at the end in bm25s' layout (CSC by token, rows sorted).
+    bm25s' own `index` holds every document's token list as Python strings, and even compact arrays of
+    every (token, document, count) entry grow to gigabytes at a million chunks. Here each document's
+    distinct token ids and counts go to a scratch file `spill_entries` at a time; the score matrix (CSC
+    by token, each token's rows sorted) is then written token range by token range, each range read back
+    from the scratch file in blocks, so no pass holds more than about `spill_entries` entries.
     """
-    retriever = bm25s.BM25()
+    directory.mkdir(parents=True, exist_ok=True)
+    scratch = directory / ".postings"
+    bm25 = bm25s.BM25()  # for its defaults: Lucene scoring, k1 1.5, b 0.75
     vocabulary: dict[str, int] = {}
-    token_ids, documents, counts = array("i"), array("i"), array("f")
     lengths = array("i")
-    for document, text in enumerate(texts):
-        tokens = tokenize(text) or [""]
-        lengths.append(len(tokens))
-        for token, count in Counter(tokens).items():
-            token_ids.append(vocabulary.setdefault(token, len(vocabulary)))
-            documents.append(document)
-            counts.append(count)
-    ids = np.frombuffer(token_ids, dtype=np.int32)
-    rows = np.frombuffer(documents, dtype=np.int32)
-    tf = np.frombuffer(counts, dtype=np.float32)
+    frequency = np.zeros(0, dtype=np.int64)
+    entries = 0
+    with scratch.open("wb") as spill:
+        pending = {field: array("i") for field in ("token", "document", "count")}
+
+        def flush() -> None:
+            nonlocal frequency, entries
+            block = np.column_stack([np.frombuffer(values, dtype=np.int32) for values in pending.values()])
+            block.tofile(spill)
+            counted = np.bincount(block[:, 0], minlength=len(vocabulary))
+            counted[: len(frequency)] += frequency
+            frequency, entries = counted, entries + len(block)
+            pending.update({field: array("i") for field in pending})
+
+        for document, text in enumerate(texts):
+            tokens = tokenize(text) or [""]
+            lengths.append(len(tokens))
+            for token, count in Counter(tokens).items():
+                pending["token"].append(vocabulary.setdefault(token, len(vocabulary)))
+                pending["document"].append(document)
+                pending["count"].append(count)
+            if len(pending["token"]) >= spill_entries:
+                flush()
+        flush()
+    frequency = np.pad(frequency, (0, len(vocabulary) - len(frequency)))
     doc_length = np.frombuffer(lengths, dtype=np.int32).astype(np.float32)
     total = len(doc_length)
-    frequency = np.bincount(ids, minlength=len(vocabulary)).astype(np.float64)
     idf = np.log(1 + (total - frequency + 0.5) / (frequency + 0.5)).astype(np.float32)
-    average = float(doc_length.mean()) if total else 1.0
-    norm = retriever.k1 * (1 - retriever.b + retriever.b * doc_length[rows] / average)
-    scores = idf[ids] * tf / (tf + norm)
-    order = np.lexsort((rows, ids))
+    norm = bm25.k1 * (1 - bm25.b + bm25.b * doc_length / (float(doc_length.mean()) if total else 1.0))
     indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
-    np.cumsum(frequency.astype(np.int64), out=indptr[1:])
-    retriever.scores = {
-        "data": scores[order].astype(np.float32),
-        "indices": rows[order].astype(np.int32),
-        "indptr": indptr,
-        "num_docs": total,
-    }
-    retriever.vocab_dict = vocabulary
-    retriever.unique_token_ids_set = set(vocabulary.values())
-    retriever.nonoccurrence_array = None  # only BM25L and BM25+ use it
-    return retriever
+    np.cumsum(frequency, out=indptr[1:])
+    with (directory / BM25_FILES["data"]).open("wb") as data, (directory / BM25_FILES["indices"]).open("wb") as rows:
+        np.lib.format.write_array_header_1_0(data, _npy_header(np.float32, entries))
+        np.lib.format.write_array_header_1_0(rows, _npy_header(np.int32, entries))
+        first = 0
+        while first < len(vocabulary):  # tokens [first, last) hold at most `spill_entries` entries (or one token)
+            last = max(first + 1, int(np.searchsorted(indptr, indptr[first] + spill_entries, side="right")) - 1)
+            kept = [block[(block[:, 0] >= first) & (block[:, 0] < last)] for block in _blocks(scratch, spill_entries)]
+            part = np.concatenate(kept) if kept else np.zeros((0, 3), dtype=np.int32)
+            part = part[np.argsort(part[:, 0], kind="stable")]  # by token; documents stay in order
+            token, document, count = part[:, 0], part[:, 1], part[:, 2].astype(np.float32)
+            data.write((idf[token] * count / (count + norm[document])).astype(np.float32).tobytes())
+            rows.write(document.astype(np.int32).tobytes())
+            first = last
+    scratch.unlink()
+    np.save(directory / BM25_FILES["indptr"], indptr)
+    (directory / BM25_FILES["vocab"]).write_text(json.dumps(vocabulary, ensure_ascii=False), "utf-8")
+    params = {name: getattr(bm25, name) for name in ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype")}
+    params |= {"num_docs": total, "version": bm25s.__version__, "backend": bm25.backend}
+    (directory / BM25_FILES["params"]).write_text(json.dumps(params, indent=4), "utf-8")
 
 
-def save_bm25(retriever: bm25s.BM25, directory: Path) -> None:
-    retriever.save(str(directory), show_progress=False)
+def _blocks(path: Path, rows: int) -> Iterator[np.ndarray]:
+    """The scratch file's (token, document, count) entries, `rows` at a time, read (not mapped)."""
+    with path.open("rb") as file:
+        while len(block := np.fromfile(file, dtype=np.int32, count=rows * 3)):
+            yield block.reshape(-1, 3)
+
+
+def _npy_header(dtype: Any, length: int) -> dict[str, Any]:
+    return {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (length,)}
 
 
 def load_bm25(directory: Path) -> bm25s.BM25:

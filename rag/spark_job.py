@@ -42,6 +42,7 @@ from rag.settings import Settings
 from rag.units import unit_texts
 
 EMBED_TASKS_PER_CORE = 4
+SHARD_ROW_GROUP_BYTES = 8 << 20  # Parquet row groups of the shards the executors write
 JVM_TAIL_LINES = 40  # of the JVM's hidden output, kept for the error message when Spark does not start
 
 ROW_SCHEMA = (
@@ -329,7 +330,9 @@ def _run_job(
     balanced = chunked.repartition(parallelism * EMBED_TASKS_PER_CORE)
     embedded = balanced.mapInPandas(embed_partition, ROW_SCHEMA)
     # Executors write; the one job runs once. The driver then reads back only the rows without vectors.
-    embedded.sortWithinPartitions("source_path", "start", "chunk_id").write.parquet(shards.resolve().as_uri())
+    # Small row groups, so the driver's merge, which holds a batch of each shard, never buffers a big one.
+    writer = embedded.sortWithinPartitions("source_path", "start", "chunk_id").write
+    writer.option("parquet.block.size", SHARD_ROW_GROUP_BYTES).parquet(shards.resolve().as_uri())
     others = pq.read_table(shards, columns=OTHER_FIELDS, filters=[("kind", "!=", "chunk")])
     return [_clean_row(r) for r in others.to_pylist()]
 

@@ -422,3 +422,48 @@ def test_cli_json_prints_the_report(workspace):
     assert report["chunks"] == report["reused"] == read_manifest(index_dir)["counts"]["chunks"]
     assert report["skipped"] == []
     assert "[ingest]" not in result.stderr  # --json is quiet: no progress lines
+
+
+def test_shard_rows_give_each_chunk_its_own_vectors_as_float32_arrays(tmp_path):
+    """The merge reads shards a small batch at a time; each row keeps exactly its own vectors across batch
+    boundaries, rows without vectors (known chunks) stay None, and the job's other rows are skipped."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rag.ingest import shard_rows
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for number in range(7):
+        known = number == 3
+        units = rng.standard_normal((number % 3 + 1, 4)).astype(np.float32)
+        rows.append(
+            {
+                "kind": "chunk",
+                "chunk_id": f"c{number}",
+                "vector": None if known else rng.standard_normal(4).astype(np.float32).tolist(),
+                "unit_vectors": None if known else units.tolist(),
+            }
+        )
+    rows.insert(5, {"kind": "doc", "chunk_id": None, "vector": None, "unit_vectors": None})
+    schema = pa.schema(
+        [
+            ("kind", pa.string()),
+            ("chunk_id", pa.string()),
+            ("vector", pa.list_(pa.float32())),
+            ("unit_vectors", pa.list_(pa.list_(pa.float32()))),
+        ]
+    )
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp_path / "part.parquet", row_group_size=3)
+
+    read = list(shard_rows(tmp_path / "part.parquet", batch_rows=2))
+
+    expected = [row for row in rows if row["kind"] == "chunk"]
+    assert [row["chunk_id"] for row in read] == [row["chunk_id"] for row in expected]
+    for got, want in zip(read, expected, strict=True):
+        if want["vector"] is None:
+            assert got["vector"] is None and got["unit_vectors"] is None
+            continue
+        assert got["vector"].dtype == np.float32 and got["unit_vectors"].dtype == np.float32
+        np.testing.assert_array_equal(got["vector"], np.asarray(want["vector"], np.float32))
+        np.testing.assert_array_equal(got["unit_vectors"], np.asarray(want["unit_vectors"], np.float32))

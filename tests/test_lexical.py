@@ -6,7 +6,7 @@ import bm25s
 import numpy as np
 import pytest
 
-from rag.lexical import bm25_scores, build_bm25, document_frequency, load_bm25, rows_holding, save_bm25, tokenize
+from rag.lexical import BM25_FILES, bm25_scores, document_frequency, load_bm25, rows_holding, tokenize, write_bm25
 from tests.conftest import SEEDS
 
 TEXTS = [
@@ -53,8 +53,13 @@ def test_question_and_chunk_fold_to_the_same_tokens():
 
 
 @pytest.fixture(scope="module")
-def bm25():
-    return build_bm25(TEXTS)
+def bm25(tmp_path_factory):
+    return _built(TEXTS, tmp_path_factory.mktemp("bm25"))
+
+
+def _built(texts, directory, **options):
+    write_bm25(texts, directory / "bm25", **options)
+    return load_bm25(directory / "bm25")
 
 
 @pytest.mark.parametrize(
@@ -84,23 +89,15 @@ def test_unknown_words_score_zero(bm25):
     assert bm25_scores(bm25, "the of and").tolist() == [0.0] * len(TEXTS)
 
 
-def test_save_and_load_round_trip(bm25, tmp_path):
-    save_bm25(bm25, tmp_path / "bm25")
-    loaded = load_bm25(tmp_path / "bm25")
-    for query in ("transaction timeout", "share group", "replicas"):
-        assert np.allclose(bm25_scores(loaded, query), bm25_scores(bm25, query))
-
-
-def test_text_without_tokens_still_indexes():
-    index = build_bm25(["the of", "consumer lag"])
+def test_text_without_tokens_still_indexes(tmp_path):
+    index = _built(["the of", "consumer lag"], tmp_path)
     scores = bm25_scores(index, "consumer")
     assert scores[0] == 0 and scores[1] > 0
 
 
 def test_postings_give_each_rows_terms_and_document_frequencies(tmp_path):
     """What retrieval reads from the index instead of keeping each chunk's terms in memory."""
-    save_bm25(build_bm25(TEXTS), tmp_path / "bm25")
-    loaded = load_bm25(tmp_path / "bm25")
+    loaded = _built(TEXTS, tmp_path)
     rows = np.arange(len(TEXTS))
     for token in ["share", "group", "transaction.timeout.ms", "consumer", "isr", "absent"]:
         holding = [token in tokenize(text) for text in TEXTS]
@@ -110,12 +107,14 @@ def test_postings_give_each_rows_terms_and_document_frequencies(tmp_path):
     assert rows_holding(loaded, "share", np.asarray([], dtype=np.int64)).tolist() == []
 
 
-def test_the_streaming_build_scores_exactly_as_bm25s_own_index(tmp_path):
-    """One pass with compact arrays instead of bm25s' token lists, same scores and the same files."""
+@pytest.mark.parametrize("spill_entries", [7, 1 << 22])
+def test_the_spilling_build_scores_exactly_as_bm25s_own_index(tmp_path, spill_entries):
+    """Postings spilled to disk and written token range by token range, in ranges of a few entries (a
+    token's postings bigger than a range among them) or in one: bm25s' own scores, from bm25s' loader."""
     texts = [*TEXTS, "", "the a of", *(p.read_text(encoding="utf-8")[:4000] for p in sorted(SEEDS.iterdir()))]
     reference = bm25s.BM25()
     reference.index([tokenize(t) or [""] for t in texts], show_progress=False)
-    save_bm25(build_bm25(iter(texts)), tmp_path / "bm25")
-    ours = load_bm25(tmp_path / "bm25")
-    for query in ["share group describe", "transaction.timeout.ms", "consumer rebalance poll", "isr", "zzqx"]:
+    ours = _built(iter(texts), tmp_path, spill_entries=spill_entries)
+    assert sorted(p.name for p in (tmp_path / "bm25").iterdir()) == sorted(BM25_FILES.values())  # no scratch left
+    for query in ["share group describe", "transaction.timeout.ms", "consumer rebalance poll", "isr", "zzqx", *TEXTS]:
         np.testing.assert_allclose(bm25_scores(ours, query), bm25_scores(reference, query), atol=1e-5)
