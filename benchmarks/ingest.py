@@ -7,8 +7,9 @@ For each corpus (`seeds/`, and `../shared/corpora/kafka-docs/` when it exists):
      per worker, encode, collect), as chunks/s and texts/s, with Spark start-up and the model load
      measured on their own in this process to show their share;
   3. the same texts `embed_rows` encodes (each chunk's embedding text and its sentence units, read
-     back from the built chunks.parquet) encoded by one plain `SentenceTransformer.encode` call in
-     this process: the stage / plain ratio is what Spark costs over a single process;
+     back from the built index) encoded by one plain call of the same embedder (the configured
+     backend, `KAFKA_RAG_EMBED_BACKEND`) in this process: the stage / plain ratio is what Spark costs
+     over a single process;
   4. an unchanged re-ingest through the same command, and its share of the cold one.
 
     .venv/bin/python benchmarks/ingest.py [--corpus seeds|kafka-docs|all] [--master 'local[*]']
@@ -81,21 +82,18 @@ def encoded_texts(index_dir: Path) -> tuple[list[str], np.ndarray]:
     return texts, np.asarray(vectors, dtype=np.float32)
 
 
-def plain_encode(texts: list[str], batch_size: int) -> tuple[float, float, np.ndarray]:
-    """(model load seconds, encode seconds, vectors) with one SentenceTransformer in this process."""
-    from rag.embedding import resolve_model
+def plain_encode(texts: list[str], batch_size: int, backend: str) -> tuple[float, float, np.ndarray]:
+    """(model load seconds, encode seconds, vectors): the ingest's embedder on `backend`, in this process,
+    every core."""
+    from rag.embedding import load_embedder
     from rag.settings import DEFAULT_MODEL
 
     started = time.perf_counter()
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(resolve_model(DEFAULT_MODEL), device="cpu")
-    model.encode(["warm-up"], show_progress_bar=False)
+    embedder = load_embedder(DEFAULT_MODEL, backend)
+    embedder.encode(["warm-up"])
     loaded = time.perf_counter() - started
     started = time.perf_counter()
-    vectors = model.encode(
-        texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-    )
+    vectors = embedder.encode(texts, batch_size=batch_size)
     return loaded, time.perf_counter() - started, vectors
 
 
@@ -114,7 +112,7 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def bench_corpus(name: str, corpus: Path, master: str, startup: float, batch_size: int) -> dict[str, Any]:
+def bench_corpus(name: str, corpus: Path, master: str, startup: float, batch_size: int, backend: str) -> dict[str, Any]:
     workdir = WORK / name
     index_dir = workdir / "index"
     shutil.rmtree(workdir, ignore_errors=True)
@@ -125,7 +123,7 @@ def bench_corpus(name: str, corpus: Path, master: str, startup: float, batch_siz
     stage = report["stage_seconds"]
     chunks = report["chunks"]
     texts, stored = encoded_texts(index_dir)
-    load_s, encode_s, vectors = plain_encode(texts, batch_size)
+    load_s, encode_s, vectors = plain_encode(texts, batch_size, backend)
     drift = float(np.abs(vectors - stored).max())
     again_s, again = run_cli(corpus, index_dir, master)
     assert again["unchanged"], again
@@ -158,7 +156,7 @@ def bench_corpus(name: str, corpus: Path, master: str, startup: float, batch_siz
     print(f"    encode, summed over workers:          {stage.get('encode', 0.0):7.1f} s")
     print(f"    publish (FAISS, BM25, Parquet):       {stage.get('publish', 0.0):7.1f} s")
     print(
-        f"plain SentenceTransformer.encode, 1 process ({os.cpu_count()} cores, batch {batch_size}): "
+        f"plain encode ({backend}), 1 process ({os.cpu_count()} cores, batch {batch_size}): "
         f"{encode_s:7.1f} s = {chunks / encode_s:6.1f} chunks/s, {len(texts) / encode_s:6.1f} texts/s "
         f"(max |diff| to stored vectors {drift:.1e})"
     )
@@ -202,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         if not CORPORA[name].is_dir():
             print(f"\n== {name}: {CORPORA[name]} not found, skipped")
             continue
-        results.append(bench_corpus(name, CORPORA[name], args.master, startup, batch_size))
+        results.append(bench_corpus(name, CORPORA[name], args.master, startup, batch_size, defaults.embed_backend))
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     print(
         "\n| corpus | chunks | texts | cold ingest s | embedding stage s | plain encode s | stage/plain "
