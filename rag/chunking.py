@@ -2,7 +2,8 @@
 
 A section (a FAQ question with its answer, a heading with its body) becomes one chunk when it fits
 `chunk_size`; a longer one is split at paragraph boundaries, never inside a fenced code/log block
-unless the block alone is too large, with `overlap` characters of trailing sentences carried over.
+unless the block alone is too large, with `overlap` characters of trailing sentences carried over; a
+lead-in ("... are given below:") that would end a piece starts the next one, with what it introduces.
 Sections too small to stand alone are packed with their next sibling. Every chunk records its
 section path, and the text that gets embedded is prefixed with that path.
 """
@@ -18,7 +19,7 @@ from rag.documents import Document, Section, load_document
 from rag.identifiers import extract_identifiers
 
 CHUNKER_NAME = "structure-aware"
-CHUNKER_VERSION = 4
+CHUNKER_VERSION = 5
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
 
@@ -154,8 +155,13 @@ def _split(text: str, chunk_size: int, overlap: int) -> Iterator[tuple[int, str]
     piece: list[tuple[int, str]] = []
     for unit in units:
         if piece and unit[0] + len(unit[1]) - piece[0][0] > chunk_size:
-            yield piece[0][0], text[piece[0][0] : piece[-1][0] + len(piece[-1][1])]
-            piece = _overlap_tail(piece, overlap)
+            # A lead-in ("... are given below:") goes with what it introduces when both fit in a piece.
+            last = piece[-1]
+            leads_in = last[1].rstrip().endswith(":") and unit[0] + len(unit[1]) - last[0] <= chunk_size
+            held = [last] if len(piece) > 1 and leads_in else []
+            kept = piece[: len(piece) - len(held)]
+            yield kept[0][0], text[kept[0][0] : kept[-1][0] + len(kept[-1][1])]
+            piece = held or _overlap_tail(kept, overlap)
         piece.append(unit)
     if piece:
         yield piece[0][0], text[piece[0][0] : piece[-1][0] + len(piece[-1][1])]

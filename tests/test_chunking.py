@@ -248,6 +248,21 @@ def test_code_fence_is_not_split_when_it_fits():
     assert fence in holders[0].text
 
 
+@pytest.mark.parametrize("overlap", [0, 120])
+def test_a_lead_in_at_a_piece_boundary_moves_with_what_it_introduces(overlap):
+    """No piece ends on "...is:" whose list is in the next piece: the answer would quote a dangling
+    lead-in from the one and the bare list from the other."""
+    lead_in = "The order of precedence for quota configuration is:"
+    listing = "\n".join(f"- /config/users/<user{n}>/clients/<client-id>" for n in range(6))
+    text = f"{_sentences(7)}\n\n{lead_in}\n\n{listing}\n\n{_sentences(3, 'After')}"
+    chunks = chunk_document(_document(Section(("Quotas",), text)), 500, overlap)
+    assert len(chunks) >= 2
+    assert not any(c.text.rstrip().endswith(":") for c in chunks)
+    holder = next(c for c in chunks if "- /config/users/<user0>" in c.text)
+    assert lead_in in holder.text
+    assert all(lead_in not in c.text for c in chunks if c is not holder)
+
+
 def test_long_section_is_split_with_overlap():
     text = _sentences(30)  # ~1500 characters
     document = _document(Section(("Brokers",), text))
