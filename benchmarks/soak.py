@@ -64,7 +64,8 @@ def loaded_version_mib(index_dir: Path) -> float:
     from rag.retrieval import Retriever
     from rag.settings import Settings
 
-    embedder = load_embedder(Settings().model, 1)
+    settings = Settings()
+    embedder = load_embedder(settings.model, settings.embed_backend, threads=1)
     embedder.encode(["warm up"])
     before = rss_kib(os.getpid())
     retriever = Retriever(load_index(index_dir), embedder)
