@@ -41,7 +41,7 @@ from rag.identifiers import defined_identifiers
 from rag.lexical import load_bm25, write_bm25
 from rag.synthetic import SyntheticQuery, synthetic_queries
 from rag.units import UNITS_VERSION
-from rag.vector_index import VectorSearch, build_vector_index, choose_index_type, write_vector_index
+from rag.vector_index import VectorSearch, choose_index_type, write_vector_index
 
 SCHEMA_VERSION = 2
 WRITE_BATCH_ROWS = 1024
@@ -306,9 +306,9 @@ class VersionWriter:
             shapes = {"chunks": self.rows, "units": self._offsets[-1], "dimension": self.dimension}
             vectors, units, _ = _vector_files(self.staging, {"vectors": shapes})
             dense = choose_index_type(self.rows, self.flat_max, self.dimension)
-            write_vector_index(build_vector_index(vectors, dense), self.staging / FAISS_FILE)
+            write_vector_index(vectors, dense, self.staging / FAISS_FILE)
             unit_index = choose_index_type(shapes["units"], self.flat_max, self.dimension)
-            write_vector_index(build_vector_index(units, unit_index), self.staging / UNITS_FAISS_FILE)
+            write_vector_index(units, unit_index, self.staging / UNITS_FAISS_FILE)
             chunks = _open_chunks(self.staging)
             write_bm25(_lexical_texts(chunks), self.staging / "bm25")
             write_synthetic(chunks, self.staging / SYNTHETIC_FILE)

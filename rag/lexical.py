@@ -189,9 +189,9 @@ def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL
             kept = [block[(block[:, 0] >= first) & (block[:, 0] < last)] for block in _blocks(scratch, spill_entries)]
             part = np.concatenate(kept) if kept else np.zeros((0, 3), dtype=np.int32)
             part = part[np.argsort(part[:, 0], kind="stable")]  # by token; documents stay in order
-            token, document, count = part[:, 0], part[:, 1], part[:, 2].astype(np.float32)
-            data.write((idf[token] * count / (count + norm[document])).astype(np.float32).tobytes())
-            rows.write(document.astype(np.int32).tobytes())
+            token_ids, documents, counts = part[:, 0], part[:, 1], part[:, 2].astype(np.float32)
+            data.write((idf[token_ids] * counts / (counts + norm[documents])).astype(np.float32).tobytes())
+            rows.write(documents.astype(np.int32).tobytes())
             first = last
     scratch.unlink()
     np.save(directory / BM25_FILES["indptr"], indptr)

@@ -10,6 +10,7 @@ vectors in memory.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,25 +47,97 @@ def choose_index_type(count: int, flat_max: int, dimension: int) -> dict[str, An
     }
 
 
-def build_vector_index(vectors: np.ndarray, spec: Mapping[str, Any], seed: int = 0) -> faiss.Index:
-    """A FAISS index over `vectors` (any float dtype, usually a memory map), filled block by block."""
+def write_vector_index(vectors: np.ndarray, spec: Mapping[str, Any], path: Path, seed: int = 0) -> None:
+    """Write a FAISS index over `vectors` (any float dtype, usually a memory map) to `path`.
+
+    An exact index is at most `flat_max` vectors and is built in memory. An IVF index is trained on a
+    sample and then written list by list without ever holding its codes in memory (they are ~200 bytes
+    a vector: 1 GB at a million chunks' units), into the same file FAISS's own writer makes, so loading
+    and memory-mapping it are unchanged.
+    """
     count, dimension = vectors.shape
     index = faiss.index_factory(dimension, spec["type"], faiss.METRIC_INNER_PRODUCT)
-    if not index.is_trained:
-        size = min(count, max(TRAIN_MIN, int(spec["nlist"]) * TRAIN_PER_LIST))
-        sample = np.sort(np.random.default_rng(seed).choice(count, size=size, replace=False))
-        index.train(_block(vectors, sample))
-    for start in range(0, count, BLOCK_ROWS):
-        index.add(_block(vectors, slice(start, start + BLOCK_ROWS)))
-    return index
+    if index.is_trained:
+        for start in range(0, count, BLOCK_ROWS):
+            index.add(_block(vectors, slice(start, start + BLOCK_ROWS)))
+        faiss.write_index(index, str(path))
+        return
+    size = min(count, max(TRAIN_MIN, int(spec["nlist"]) * TRAIN_PER_LIST))
+    sample = np.sort(np.random.default_rng(seed).choice(count, size=size, replace=False))
+    index.train(_block(vectors, sample))
+    _write_ivf(faiss.extract_index_ivf(index), vectors, path)
 
 
 def _block(vectors: np.ndarray, rows: Any) -> np.ndarray:
     return np.ascontiguousarray(vectors[rows], dtype=np.float32)
 
 
-def write_vector_index(index: faiss.Index, path: Path) -> None:
-    faiss.write_index(index, str(path))
+def _write_ivf(index: faiss.IndexIVF, vectors: np.ndarray, path: Path) -> None:
+    """The file `faiss.write_index` writes for `index` after `index.add(vectors)`, written in two passes.
+
+    Pass one encodes the vectors block by block into a scratch file (each code starts with its list
+    number, as `sa_encode` gives it). Pass two places every code and row id where its list lives in the
+    file, through a memory map: FAISS stores each list's codes, then its ids, list after list, in the
+    order they were added. Memory stays at a block's worth whatever the number of vectors.
+    """
+    count = len(vectors)
+    nlist, code_size = int(index.nlist), int(index.code_size)
+    prefix = ((nlist - 1).bit_length() + 7) // 8  # bytes of the list number before each code (FAISS's coarse code)
+    scratch = path.with_name(path.name + ".codes")
+    try:
+        encoded = np.lib.format.open_memmap(scratch, mode="w+", dtype=np.uint8, shape=(count, prefix + code_size))
+        sizes = np.zeros(nlist, np.int64)
+        for start in range(0, count, BLOCK_ROWS):
+            block = index.sa_encode(_block(vectors, slice(start, start + BLOCK_ROWS)))
+            encoded[start : start + len(block)] = block
+            sizes += np.bincount(_list_numbers(block, prefix), minlength=nlist)
+        index.ntotal = count  # the header's count; the (empty) lists are replaced below
+        header = faiss.serialize_index(index).tobytes()
+        empty_lists = b"ilar" + struct.pack("<QQ", nlist, code_size) + b"sprs" + struct.pack("<Q", 0)
+        if not header.endswith(empty_lists):
+            raise RuntimeError(f"FAISS {faiss.__version__} writes IVF lists in a layout this writer does not know")
+        lists_header = b"ilar" + struct.pack("<QQ", nlist, code_size) + _list_sizes(sizes)
+        body_start = len(header) - len(empty_lists) + len(lists_header)
+        list_bytes = sizes * (code_size + 8)
+        with path.open("wb") as out:
+            out.write(header[: -len(empty_lists)] + lists_header)
+            out.truncate(body_start + int(list_bytes.sum()))
+        if count == 0:
+            return
+        body = np.memmap(path, dtype=np.uint8, mode="r+", offset=body_start, shape=(int(list_bytes.sum()),))
+        list_start = np.concatenate(([0], np.cumsum(list_bytes)[:-1]))
+        filled = np.zeros(nlist, np.int64)
+        for start in range(0, count, BLOCK_ROWS):
+            block = np.asarray(encoded[start : start + BLOCK_ROWS])
+            lists = _list_numbers(block, prefix)
+            order = np.argsort(lists, kind="stable")
+            ordered = lists[order]
+            first = np.searchsorted(ordered, ordered)  # where each row's list begins in `ordered`
+            slot = filled[ordered] + np.arange(len(ordered)) - first
+            filled += np.bincount(lists, minlength=nlist)
+            codes_at = list_start[ordered] + slot * code_size
+            body[codes_at[:, None] + np.arange(code_size)] = block[order, prefix:]
+            ids_at = list_start[ordered] + sizes[ordered] * code_size + slot * 8
+            ids = (start + order).astype("<i8").view(np.uint8).reshape(-1, 8)
+            body[ids_at[:, None] + np.arange(8)] = ids
+        body.flush()
+        del body
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def _list_numbers(codes: np.ndarray, prefix: int) -> np.ndarray:
+    """The inverted list of each `sa_encode` code: its first `prefix` bytes, little-endian."""
+    return (codes[:, :prefix].astype(np.int64) << (8 * np.arange(prefix))).sum(axis=1)
+
+
+def _list_sizes(sizes: np.ndarray) -> bytes:
+    """FAISS's two layouts for list sizes: all of them when most lists hold codes, else (list, size) pairs."""
+    filled = np.flatnonzero(sizes)
+    if len(filled) > len(sizes) // 2:
+        return b"full" + struct.pack("<Q", len(sizes)) + sizes.astype("<u8").tobytes()
+    pairs = np.column_stack((filled, sizes[filled])).astype("<u8")
+    return b"sprs" + struct.pack("<Q", pairs.size) + pairs.tobytes()
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,11 @@ FAISS; the recall at real scale is measured by benchmarks/scale.py.
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 import pytest
 
-from rag.vector_index import REFINE, VectorSearch, build_vector_index, choose_index_type, write_vector_index
+from rag.vector_index import BLOCK_ROWS, REFINE, VectorSearch, choose_index_type, write_vector_index
 
 DIMENSION = 32
 
@@ -24,7 +25,7 @@ def _clustered(count: int, seed: int = 0) -> np.ndarray:
 
 def _loaded(tmp_path, vectors: np.ndarray, flat_max: int) -> VectorSearch:
     spec = choose_index_type(len(vectors), flat_max, DIMENSION)
-    write_vector_index(build_vector_index(vectors, spec), tmp_path / "vectors.faiss")
+    write_vector_index(vectors, spec, tmp_path / "vectors.faiss")
     path = tmp_path / "vectors.f32"
     vectors.tofile(path)
     mapped = np.memmap(path, dtype=np.float32, mode="r", shape=vectors.shape) if len(vectors) else vectors
@@ -69,3 +70,20 @@ def test_tiny_and_empty_sets(tmp_path, count):
     vectors = _clustered(max(count, 1))[:count]
     search = _loaded(tmp_path, vectors, flat_max=1000)
     assert search.search(np.ones(DIMENSION, np.float32) / DIMENSION**0.5, 5).tolist() == list(range(count))
+
+
+@pytest.mark.parametrize("distinct", [20_000, 10])  # most lists hold codes / most are empty (FAISS's two layouts)
+def test_the_streamed_ivf_file_is_the_one_faiss_writes(tmp_path, distinct):
+    """The IVF writer places codes list by list through a memory map; FAISS must read it as its own file."""
+    count, lists = 20_000, 64
+    vectors = _clustered(distinct, seed=3)[np.arange(count) % distinct]
+    spec = {"type": f"IVF{lists},SQ4", "nlist": lists}
+    write_vector_index(vectors, spec, tmp_path / "streamed.faiss", seed=5)
+    reference = faiss.index_factory(DIMENSION, spec["type"], faiss.METRIC_INNER_PRODUCT)
+    size = min(count, max(10_240, lists * 40))
+    reference.train(vectors[np.sort(np.random.default_rng(5).choice(count, size=size, replace=False))])
+    for start in range(0, count, BLOCK_ROWS):  # FAISS breaks near-ties by batch: add as the writer encodes
+        reference.add(vectors[start : start + BLOCK_ROWS])
+    faiss.write_index(reference, str(tmp_path / "reference.faiss"))
+    assert (tmp_path / "streamed.faiss").read_bytes() == (tmp_path / "reference.faiss").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reference.faiss", "streamed.faiss"]  # no scratch left
