@@ -17,7 +17,8 @@ _ERROR_CODE = re.compile(r"\b(?:error[ _-]?code|code)\s*[:=#]?\s*\(?(\d{1,4})\b"
 _CODE_DEFINITION = re.compile(r"\b[A-Z][A-Z0-9_]+\((\d{1,4}),")  # INVALID_RECORD(83, "...")
 _CODE_ROW = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+ \| (-?\d{1,4}) \|", re.M)  # a table row: NAME | 121 | ...
 # Dot-separated parts; `_` and `-` only inside parts, so no two quantifiers compete (no backtracking blow-up).
-_CONFIG_KEY = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w.(/$])")
+# A sentence may end right after a key ("… set min.insync.replicas."): a dot counts only before more name.
+_CONFIG_KEY = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w(/$]|\.[\w(/$])")
 _TICKET = re.compile(r"\b(KIP|KAFKA)-(\d+)\b", re.I)
 _CLI_TOOL = re.compile(r"\b((?:kafka|zookeeper|connect)-[a-z-]+[a-z])(?:\.sh|\.bat)?\b")
 _METHOD = re.compile(r"\b([a-z]+[A-Z][A-Za-z]+)\(\)")

@@ -39,6 +39,8 @@ Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Produce
         ("set transaction.timeout.ms above max.poll.interval.ms", {"transaction.timeout.ms", "max.poll.interval.ms"}),
         ("use `enable.idempotence=true` and isolation.level", {"enable.idempotence", "isolation.level"}),
         ("group.share.record.lock.duration.ms", {"group.share.record.lock.duration.ms"}),
+        ("min.insync.replicas. With acks=all it fails", {"min.insync.replicas"}),  # a key ending a sentence
+        ("raise linger.ms.", {"linger.ms"}),
         ("KIP-932, kip-447 and KAFKA-12345", {"kip-932", "kip-447", "kafka-12345"}),
         ("run kafka-share-groups.sh --describe", {"kafka-share-groups"}),
         ("bin/kafka-consumer-groups.sh and kafka-topics.bat", {"kafka-consumer-groups", "kafka-topics"}),
