@@ -56,6 +56,7 @@ _LOG_LINE = re.compile(
     r"|(?:[a-z]\w*\.)+[A-Z]\w*(?:Exception|Error)(?::|$))"
 )
 _CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.sh\s)")
+_INLINE_CODE = re.compile(r"(`+[^`\n]+?`+)")
 _DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(?![`\w(])")
 _SHORT_CELL_CHARS = 40  # a row cell this short (and not a sentence) is shown as "Label: value"
 
@@ -546,7 +547,15 @@ def format_sentence(text: str) -> str:
     text = re.sub(r"^(?:[-*+•]|\d{1,3}[.)])\s+", "", text.strip())
     if _CODE_LINE.match(text) and "`" not in text and "\n" not in text:
         return f"`{text}`"
-    return _DOTTED_KEY.sub(lambda m: f"`{m.group(1)}`" if extract_identifiers(m.group(1)) else m.group(1), text)
+    # Inline code the source already marks stays as it is: a key inside a command must not split it.
+    pieces = _INLINE_CODE.split(text)
+    for index in range(0, len(pieces), 2):
+        pieces[index] = _DOTTED_KEY.sub(_code_if_identifier, pieces[index])
+    return "".join(pieces)
+
+
+def _code_if_identifier(match: re.Match[str]) -> str:
+    return f"`{match.group(1)}`" if extract_identifiers(match.group(1)) else match.group(1)
 
 
 def _fence_for(code: str) -> str:

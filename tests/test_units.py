@@ -287,6 +287,13 @@ def test_render_sentence_puts_keys_in_code_and_the_marker_at_the_end():
     assert render_unit(unit, 2) == "Raise `max.poll.interval.ms` when processing is slow. [2]"
 
 
+def test_render_leaves_inline_code_whole():
+    (unit,) = build_units("Bump it by running `bin/kafka-features.sh upgrade --metadata 3.9` once linger.ms is set.")
+    assert render_unit(unit, 1) == (
+        "Bump it by running `bin/kafka-features.sh upgrade --metadata 3.9` once `linger.ms` is set. [1]"
+    )
+
+
 def test_render_list():
     (unit,) = build_units("Kafka supports the following SASL mechanisms:\n- GSSAPI (Kerberos)\n  - PLAIN")
     assert render_unit(unit, 1) == "Kafka supports the following SASL mechanisms: [1]\n- GSSAPI (Kerberos)\n  - PLAIN"
