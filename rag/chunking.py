@@ -19,7 +19,7 @@ from rag.documents import Document, Section, load_document
 from rag.identifiers import extract_identifiers
 
 CHUNKER_NAME = "structure-aware"
-CHUNKER_VERSION = 5
+CHUNKER_VERSION = 6
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
 
@@ -155,16 +155,32 @@ def _split(text: str, chunk_size: int, overlap: int) -> Iterator[tuple[int, str]
     piece: list[tuple[int, str]] = []
     for unit in units:
         if piece and unit[0] + len(unit[1]) - piece[0][0] > chunk_size:
-            # A lead-in ("... are given below:") goes with what it introduces when both fit in a piece.
-            last = piece[-1]
-            leads_in = last[1].rstrip().endswith(":") and unit[0] + len(unit[1]) - last[0] <= chunk_size
-            held = [last] if len(piece) > 1 and leads_in else []
-            kept = piece[: len(piece) - len(held)]
+            # A lead-in ("... are given below:") goes with what it introduces when both fit in a piece:
+            # the whole last unit, or else the last sentence of a paragraph that ends in one.
+            held = _lead_in(piece, unit, chunk_size)
+            kept = piece[:-1] + [(piece[-1][0], piece[-1][1][: held[0][0] - piece[-1][0]])] if held else piece
+            kept = [part for part in kept if part[1].strip()]
             yield kept[0][0], text[kept[0][0] : kept[-1][0] + len(kept[-1][1])]
             piece = held or _overlap_tail(kept, overlap)
         piece.append(unit)
     if piece:
         yield piece[0][0], text[piece[0][0] : piece[-1][0] + len(piece[-1][1])]
+
+
+def _lead_in(piece: list[tuple[int, str]], unit: tuple[int, str], chunk_size: int) -> list[tuple[int, str]]:
+    """The tail of `piece` to carry into the next piece with `unit`: a lead-in ending the piece, when
+    it fits beside `unit`; nothing when it would leave the piece empty."""
+    offset, last = piece[-1]
+    if not last.rstrip().endswith(":"):
+        return []
+    end = unit[0] + len(unit[1])
+    if end - offset <= chunk_size:
+        return [piece[-1]] if len(piece) > 1 else []
+    starts = [m.end() for m in _SENTENCE_END.finditer(last.rstrip())]
+    start = starts[-1] if starts else 0
+    if start == 0 or end - (offset + start) > chunk_size:
+        return []
+    return [(offset + start, last[start:])]
 
 
 def _sentences(block: str, offset: int, chunk_size: int) -> Iterator[tuple[int, str]]:

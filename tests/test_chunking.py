@@ -263,6 +263,22 @@ def test_a_lead_in_at_a_piece_boundary_moves_with_what_it_introduces(overlap):
     assert all(lead_in not in c.text for c in chunks if c is not holder)
 
 
+@pytest.mark.parametrize("overlap", [0, 120])
+def test_a_lead_in_ending_a_paragraph_moves_alone_with_its_list(overlap):
+    """A paragraph whose last sentence introduces a list that starts the next piece: the paragraph is too
+    long to move with the list, so that sentence moves alone."""
+    lead_in = "The following states are possible for a connector or one of its tasks:"
+    paragraph = f"{_sentences(5)} {lead_in}"
+    listing = "\n".join(f"- STATE{n}: the connector or task is in state number {n} now." for n in range(6))
+    text = f"{_sentences(3, 'Before')}\n\n{paragraph}\n\n{listing}"
+    chunks = chunk_document(_document(Section(("Status",), text)), 500, overlap)
+    assert len(paragraph) + len(listing) > 500 and len(lead_in) + len(listing) < 500
+    assert not any(c.text.rstrip().endswith(":") for c in chunks)
+    holder = next(c for c in chunks if "- STATE0" in c.text)
+    assert holder.text.startswith(lead_in)
+    assert any(_sentences(5) in c.text for c in chunks if c is not holder)  # the rest of the paragraph stays
+
+
 def test_long_section_is_split_with_overlap():
     text = _sentences(30)  # ~1500 characters
     document = _document(Section(("Brokers",), text))
