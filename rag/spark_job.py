@@ -44,7 +44,7 @@ from rag.units import unit_texts
 EMBED_TASKS_PER_CORE = 4
 SHARD_ROW_GROUP_BYTES = 8 << 20  # Parquet row groups of the shards the executors write
 # The driver JVM's start-up is most of a small build's wait; the optimising JIT pays off only in long JVM
-# work, and the encoding runs in Python (benchmarks/ingest.py: about 2 s less on the seeds).
+# work, and the encoding runs in Python (benchmarks/ingest.py, runs taken in turns: ~4 s less on the seeds).
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 JVM_TAIL_LINES = 40  # of the JVM's hidden output, kept for the error message when Spark does not start
 

@@ -78,7 +78,7 @@ def _write_ivf(index: faiss.IndexIVF, vectors: np.ndarray, path: Path) -> None:
     Pass one encodes the vectors block by block into a scratch file (each code starts with its list
     number, as `sa_encode` gives it). Pass two places every code and row id where its list lives in the
     file, through a memory map: FAISS stores each list's codes, then its ids, list after list, in the
-    order they were added. Memory stays at a block's worth whatever the number of vectors.
+    order they were added. Memory stays at a block's worth (plus the training sample) whatever the count.
     """
     count = len(vectors)
     nlist, code_size = int(index.nlist), int(index.code_size)

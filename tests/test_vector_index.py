@@ -10,7 +10,15 @@ import faiss
 import numpy as np
 import pytest
 
-from rag.vector_index import BLOCK_ROWS, REFINE, VectorSearch, choose_index_type, write_vector_index
+from rag.vector_index import (
+    BLOCK_ROWS,
+    REFINE,
+    TRAIN_MIN,
+    TRAIN_PER_LIST,
+    VectorSearch,
+    choose_index_type,
+    write_vector_index,
+)
 
 DIMENSION = 32
 
@@ -80,7 +88,7 @@ def test_the_streamed_ivf_file_is_the_one_faiss_writes(tmp_path, distinct):
     spec = {"type": f"IVF{lists},SQ4", "nlist": lists}
     write_vector_index(vectors, spec, tmp_path / "streamed.faiss", seed=5)
     reference = faiss.index_factory(DIMENSION, spec["type"], faiss.METRIC_INNER_PRODUCT)
-    size = min(count, max(10_240, lists * 40))
+    size = min(count, max(TRAIN_MIN, lists * TRAIN_PER_LIST))
     reference.train(vectors[np.sort(np.random.default_rng(5).choice(count, size=size, replace=False))])
     for start in range(0, count, BLOCK_ROWS):  # FAISS breaks near-ties by batch: add as the writer encodes
         reference.add(vectors[start : start + BLOCK_ROWS])
