@@ -102,8 +102,6 @@ def _write_ivf(index: faiss.IndexIVF, vectors: np.ndarray, path: Path) -> None:
         with path.open("wb") as out:
             out.write(header[: -len(empty_lists)] + lists_header)
             out.truncate(body_start + int(list_bytes.sum()))
-        if count == 0:
-            return
         body = np.memmap(path, dtype=np.uint8, mode="r+", offset=body_start, shape=(int(list_bytes.sum()),))
         list_start = np.concatenate(([0], np.cumsum(list_bytes)[:-1]))
         filled = np.zeros(nlist, np.int64)
