@@ -89,6 +89,7 @@ class Query:
     trimmed: bool
     intent: str  # troubleshoot (reports an error or asks for a fix) | check | fact
     names: tuple[str, ...] = ()  # name-like words of the user's own question (products, APIs, features)
+    opening_names: tuple[str, ...] = ()  # capitalised first words of its sentences: names only if the corpus lacks them
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -147,6 +148,7 @@ def parse_query(
         for name in extract_identifiers(retrieval_text):
             places.setdefault(name, "question")
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())
+    names, openers = _names("\n".join(own_words))
     return Query(
         question=question,
         text=retrieval_text,
@@ -154,24 +156,34 @@ def parse_query(
         identifiers=identifiers,
         trimmed=reduced.trimmed or bool(context_lines and prose_lines),
         intent=_intent(text, identifiers),
-        names=tuple(dict.fromkeys(_names("\n".join(own_words)))),
+        names=tuple(dict.fromkeys(names)),
+        opening_names=tuple(dict.fromkeys(openers)),
     )
 
 
-# A name as people write one: capitalised inside the sentence, CamelCase, or an acronym with letters.
+# A name as people write one: capitalised inside the sentence, CamelCase (also with a lower-case
+# start, as products and methods are spelled), or an acronym with letters.
 _NAME = re.compile(
-    r"(?<![\w.])(?:[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]*[0-9]*|[A-Z][a-z]+[0-9]*|[A-Z][0-9]+)(?![\w.])"
+    r"(?<![\w.-])(?:[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]*[0-9]*|[A-Z][a-z]+[0-9]*"
+    r"|[A-Z][0-9]+)(?![\w.-])"
 )
+# An artifact or package id: three or more lower-case parts joined by hyphens (a library, a chart, an
+# image). Parts of three letters or more: English compounds link theirs with "by", "to", "of".
+_ARTIFACT = re.compile(r"(?<![\w./-])[a-z][a-z0-9]{2,}(?:-[a-z][a-z0-9]{2,}){2,}(?![\w/-]|\.\w)")
+# The program of a command quoted inline: `tool sub-command ...`.
+_QUOTED_PROGRAM = re.compile(r"`([a-z][\w-]*)\s+[^`\n]+`")
 
 
-def _names(text: str) -> list[str]:
-    """Name-like words, skipping each sentence's first word (capitalised for grammar, not as a name)."""
-    names = []
+def _names(text: str) -> tuple[list[str], list[str]]:
+    """Name-like words, and separately each sentence's capitalised first word: capitalised for grammar
+    or a name, which only the corpus can tell (retrieval counts it when the corpus never uses it)."""
+    names, openers = [], []
     for sentence in re.split(r"(?<=[.!?:])\s+|\n+", text):
         for match in _NAME.finditer(sentence):
-            if match.start() > 0 or not match.group(0).istitle():
-                names.append(match.group(0))
-    return names
+            opens = match.start() == len(sentence) - len(sentence.lstrip()) and match.group(0).istitle()
+            (openers if opens else names).append(match.group(0))
+    names += _ARTIFACT.findall(text) + _QUOTED_PROGRAM.findall(text)
+    return names, openers
 
 
 def _intent(text: str, identifiers: Sequence[QueryIdentifier]) -> str:

@@ -273,20 +273,28 @@ class Retriever:
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
         unknown = sum(w for t, w in weights.items() if not frequency[t]) / (sum(weights.values()) or 1.0)
         names = [name for name in query.names if self._unknown_name(name)]
+        # A sentence's capitalised first word counts as a name only when the corpus never uses it.
+        openers = [name for name in query.opening_names if self._unknown_name(name)]
         focus = query.focus_identifiers
         return QueryEvidence(
             term_weights=weights,
             unknown_term_share=unknown,
-            names=len(query.names),
-            unknown_names=tuple(names),
+            names=len(query.names) + len(openers),
+            unknown_names=tuple(names + openers),
             focus_identifiers=len(focus),
             unknown_focus_identifiers=sum(1 for i in focus if not self._identifier_lookup.carried(i)),
         )
 
     def _unknown_name(self, word: str) -> bool:
-        """True when neither `word` nor any part of it occurs in the corpus (`ShareConsumer` is known by its parts)."""
-        whole = tokenize(word)
-        if not whole or any(self._document_frequency(t) for t in whole):
+        """True when the corpus does not know `word`. A CamelCase name is known by any of its parts
+        (`ShareConsumer`); a hyphenated artifact id is unknown when one of its parts is
+        (`spring-cloud-stream-binder`), since its parts are mostly generic words of the domain."""
+        tokens = tokenize(word)
+        if not tokens or self._document_frequency(tokens[0]):
+            return False
+        if "-" in word:
+            return any(not self._document_frequency(t) for t in tokens[1:] if len(t) > 2)
+        if any(self._document_frequency(t) for t in tokens):
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)

@@ -388,9 +388,20 @@ def test_intent(question, intent):
     assert parse_query(question).intent == intent
 
 
-def test_names_skip_the_sentence_opening_word():
+def test_names_keep_the_sentence_opening_word_apart():
     query = parse_query("Which SASL mechanisms does Kafka support? Does it work with Okta?")
     assert query.names == ("SASL", "Kafka", "Okta")
+    assert query.opening_names == ("Which", "Does")
+
+
+def test_names_with_a_lower_case_start_artifact_ids_and_quoted_programs():
+    query = parse_query("Can ksqlDB read it? We use spring-cloud-stream-binder and run `zorb cluster config set x`.")
+    assert {"ksqlDB", "spring-cloud-stream-binder", "zorb"} <= set(query.names)
+
+
+def test_hyphenated_words_files_and_hosts_are_not_artifact_names():
+    query = parse_query("A deny-by-default rule? We run kafka-console-consumer.sh against my-host-name-1.example.com")
+    assert not any("-" in name for name in query.names)
 
 
 def test_names_come_from_the_users_own_words_not_the_paste():

@@ -177,6 +177,20 @@ def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
     assert "ShareConsumer" not in evidence.unknown_names
 
 
+def test_an_artifact_id_with_a_part_the_corpus_lacks_is_unknown(retriever, stage):
+    query = parse_query("Does zorblatt-consumer-binder commit offsets? And kafka-consumer-groups?")
+    evidence = retriever.retrieve(query, 5, "hybrid", stage).evidence
+    assert "zorblatt-consumer-binder" in evidence.unknown_names
+    assert "kafka-consumer-groups" not in evidence.unknown_names
+
+
+def test_a_sentence_opening_word_counts_as_a_name_only_when_the_corpus_lacks_it(retriever, stage):
+    evidence = retriever.retrieve(parse_query("Zorblatt: how does the consumer commit?"), 5, "hybrid", stage).evidence
+    assert evidence.unknown_names == ("Zorblatt",) and evidence.names == 1
+    evidence = retriever.retrieve(parse_query("Consumer offsets: how are they committed?"), 5, "hybrid", stage).evidence
+    assert evidence.unknown_names == () and evidence.names == 0
+
+
 def test_bm25_mode_only_returns_lexical_matches(retriever, stage):
     pool = retriever.retrieve(parse_query("zzqx flurbo"), 20, "bm25", stage)
     assert pool.candidates == ()
