@@ -98,6 +98,19 @@ def extract_identifiers(text: str) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+_WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def error_names(text: str) -> tuple[str, ...]:
+    """The error name each exception class in `text` stands for, by Kafka's naming convention
+    (`NotEnoughReplicasException` is the protocol error `NOT_ENOUGH_REPLICAS`), lower-cased like
+    `extract_identifiers`. Whether the corpus knows such a name is for retrieval to look up."""
+    names = (
+        _WORD_BOUNDARY.sub("_", re.sub(r"(?:Exception|Error)$", "", m.group(1))) for m in _EXCEPTION.finditer(text)
+    )
+    return tuple(sorted({name.lower() for name in names if "_" in name}))
+
+
 def _is_config_key(candidate: str) -> bool:
     parts = candidate.split(".")
     if parts[-1] in _NOT_CONFIG_SUFFIX or candidate.startswith(_NOT_CONFIG_PREFIX):

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rag.identifiers import extract_identifiers
+from rag.identifiers import error_names, extract_identifiers
 from rag.lexical import tokenize
 
 MAX_SIGNAL_CHARS = 1200
@@ -89,6 +89,9 @@ class Query:
     trimmed: bool
     intent: str  # troubleshoot (reports an error or asks for a fix) | check | fact
     names: tuple[str, ...] = ()  # name-like words of the user's own question (products, APIs, features)
+    # The error names the question's exception classes stand for, where each sits; retrieval adds to
+    # `identifiers` the ones its corpus carries.
+    error_names: tuple[QueryIdentifier, ...] = ()
     opening_names: tuple[str, ...] = ()  # capitalised first words of its sentences: names only if the corpus lacks them
 
     @property
@@ -121,6 +124,7 @@ def parse_query(
     """The query value for `question`: the one place a question is reduced, rewritten and classified."""
     text = _printable(question)
     places: dict[str, str] = {}
+    error_places: dict[str, str] = {}
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
     own_words: list[str] = []
     context_lines = 0
@@ -139,6 +143,9 @@ def parse_query(
             # even when the command line repeats it.
             if name not in places or (place in FOCUS_PLACES and places[name] not in FOCUS_PLACES):
                 places[name] = place
+        for name in error_names(line[:MAX_LINE_CHARS]):
+            if name not in error_places or (place in FOCUS_PLACES and error_places[name] not in FOCUS_PLACES):
+                error_places[name] = place
     # A command line or stack frame is context for the error it raised: searched only when nothing else is there.
     searched = "\n".join(prose_lines) if prose_lines and context_lines else text
     reduced = reduce_to_signal(searched, max_chars)
@@ -158,6 +165,7 @@ def parse_query(
         intent=_intent(text, identifiers),
         names=tuple(dict.fromkeys(names)),
         opening_names=tuple(dict.fromkeys(openers)),
+        error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
     )
 
 

@@ -6,6 +6,7 @@ Reads only immutable arrays of a `LoadedIndex`, so one `Retriever` serves concur
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -130,6 +131,7 @@ class Retriever:
             raise RetrievalError(f"Unknown retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
+        query = self._with_error_names(query)
         query_vector = self._queries.encode(query.text)
         timings["embed_query"] = elapsed_ms(started)
 
@@ -178,6 +180,12 @@ class Retriever:
         )
         timings["features"] = elapsed_ms(started)
         return CandidatePool(query, mode, candidates, evidence, timings)
+
+    def _with_error_names(self, query: Query) -> Query:
+        """`query` with the error names of its exception classes that this corpus carries (an error
+        table row names `NOT_ENOUGH_REPLICAS`, the user pastes `NotEnoughReplicasException`)."""
+        carried = tuple(i for i in query.error_names if self._identifier_lookup.carried(i.name))
+        return dataclasses.replace(query, identifiers=query.identifiers + carried) if carried else query
 
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1

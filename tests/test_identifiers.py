@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.identifiers import extract_identifiers
+from rag.identifiers import error_names, extract_identifiers
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def _timed_in_subprocess(expression: str, timeout: float = 30.0) -> float:
     covers starting Python and importing `rag` on a loaded machine; the limit that matters is the assert."""
     code = (
         "import time, json\n"
-        "from rag.identifiers import extract_identifiers\n"
+        "from rag.identifiers import error_names, extract_identifiers\n"
         f"STACK_TRACE = {STACK_TRACE!r}\n"
         f"text = {expression}\n"
         "started = time.perf_counter()\n"
@@ -147,3 +147,18 @@ def _timed_in_subprocess(expression: str, timeout: float = 30.0) -> float:
 def test_no_catastrophic_backtracking_on_200_kb(expression):
     """A correctness guard, not a benchmark: a stall here freezes every thread of the service."""
     assert _timed_in_subprocess(expression) < 2.0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("org.apache.kafka.common.errors.NotEnoughReplicasException: The size", ("not_enough_replicas",)),
+        (
+            "SSLHandshakeException and InvalidReplicationFactorException",
+            ("invalid_replication_factor", "ssl_handshake"),
+        ),
+        ("a KafkaException, a TimeoutError and no exception at all", ()),  # one word: no error name to stand for
+    ],
+)
+def test_error_names_of_exception_classes(text, expected):
+    assert error_names(text) == expected

@@ -449,3 +449,13 @@ def test_parse_query_of_a_200_kb_paste_is_fast_and_bounded():
     assert time.perf_counter() - started < 5.0
     assert len(query.text) <= MAX_SIGNAL_CHARS
     assert "unknown_topic_or_partition" in query.focus_identifiers
+
+
+def test_exception_classes_bring_their_error_names_with_their_place():
+    query = parse_query(
+        "$ bin/kafka-topics.sh --create --topic t\n"
+        "Error while executing topic command : org.apache.kafka.common.errors.InvalidReplicationFactorException: x"
+    )
+    assert [i.name for i in query.error_names] == ["invalid_replication_factor"]
+    assert query.error_names[0].focus  # the error line, not the command that raised it
+    assert "invalid_replication_factor" not in {i.name for i in query.identifiers}  # retrieval adds it if known

@@ -133,6 +133,20 @@ def test_a_focus_identifier_puts_its_passage_first(retriever, stage):
     assert first.feature("defines_identifier") == 1.0  # the page's heading path names the error
 
 
+def test_a_pasted_exception_class_finds_the_error_it_stands_for(retriever, stage):
+    query = parse_query(
+        "our share consumer dies with\n"
+        "org.apache.kafka.common.errors.InvalidRecordStateException: oops\n"
+        "org.apache.kafka.common.errors.ZorblattFrobnicationException: not a Kafka error"
+    )
+    pool = retriever.retrieve(query, 20, "hybrid", stage)
+    assert {"invalid_record_state", "invalidrecordstateexception"} <= pool.query.focus_identifiers
+    assert "zorblatt_frobnication" not in pool.query.focus_identifiers  # the corpus does not carry it
+    first = _top(pool)[0]
+    assert first.passage.source_path == ERROR_PAGE, first.passage.heading
+    assert first.feature("defines_identifier") == 1.0
+
+
 def test_an_error_code_question_puts_the_defining_page_first(retriever, stage):
     pool = retriever.retrieve(parse_query("what does error code 121 mean?"), 20, "hybrid", stage)
     first = _top(pool)[0]
