@@ -38,7 +38,7 @@ class AnswerShape:
     overlap_weight: float  # weight of the question's terms in a unit, next to its cosine
     identifier_weight: float  # a unit that names an identifier the question is about
     rank_weight: float  # prior for units of higher-ranked passages
-    max_chars: int = 1200  # stop adding units past this many characters
+    max_chars: int  # stop adding units past this many characters
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AnswerShape:
@@ -50,6 +50,7 @@ class AnswerShape:
             overlap_weight=settings.unit_overlap_weight,
             identifier_weight=settings.unit_identifier_weight,
             rank_weight=settings.unit_rank_weight,
+            max_chars=settings.answer_max_chars,
         )
 
 

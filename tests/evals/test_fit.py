@@ -1,5 +1,5 @@
-"""The fit scripts read only tuning-part questions, and the model files they write (and the shipped ones)
-load with the features the code computes."""
+"""The fit and tuning scripts read only tuning-part questions, and the model files they write (and the
+shipped ones) load with the features the code computes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 
 import evals.fit_abstention as fit_abstention
 import evals.fit_ranker as fit_ranker
+import evals.tune_answers as tune_answers
+import evals.tune_chunking as tune_chunking
 from evals.golden import load_golden, part_of, select_part
 from rag import Assistant, LinearModel
 from rag.abstention import ABSTENTION_FEATURES, load_abstention
@@ -128,3 +130,39 @@ def test_shipped_models_load_with_the_features_the_service_computes(assistant):
         raw = json.loads(path.read_text(encoding="utf-8"))
         assert raw["name"] == name
         assert LinearModel.load(path, raw["features"]).features == (ranker if name == "ranker" else abstention).features
+
+
+@pytest.fixture()
+def asked(monkeypatch) -> list[tuple]:
+    """Every (question, history) a tuning script asks the assistant."""
+    seen: list[tuple] = []
+    real = Assistant.ask
+
+    def spy(self, question, history=(), **kwargs):
+        seen.append(_key(question, history))
+        return real(self, question, history, **kwargs)
+
+    monkeypatch.setattr(Assistant, "ask", spy)
+    return seen
+
+
+def test_chunk_size_tuning_reads_only_tuning_questions(seeds_index, golden, asked, monkeypatch, tmp_path):
+    monkeypatch.setattr(tune_answers, "GRID", {"max_units_fact": (2, 3)})
+    monkeypatch.setattr(tune_answers, "ROUNDS", 1)
+    built: list[int] = []
+    monkeypatch.setattr(tune_chunking, "index_for", lambda corpus, prefix, size: built.append(size) or seeds_index)
+    report = tmp_path / "tune_chunking.md"
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(tmp_path / "seeds"), "--sizes", "900", "--report", str(report)]
+    assert tune_chunking.main(argv) == 0
+    assert built == [900]
+    _only_tune(asked, golden)
+    text = report.read_text(encoding="utf-8")
+    assert "tuning parts only" in text and "Chosen chunk size: 900" in text
+
+
+def test_the_chosen_chunk_size_keeps_every_median_answer_concise():
+    def row(quality: float, chars: float) -> dict[str, float]:
+        return {"key_fact_recall": quality, "answerable_accuracy": quality, "answer_chars_p50": chars}
+
+    table = {900: [row(0.7, 800), row(0.7, 880)], 1300: [row(0.9, 700), row(0.9, 950)], 1100: [row(0.8, 850)] * 2}
+    assert tune_chunking.choose(table) == 1100
