@@ -73,6 +73,7 @@ class _Scored:
 
 
 NEAR_DUPLICATE = 0.9  # cosine above which two units say the same thing
+NAMED_LEAD_PASSAGES = 3  # the entry of a setting or error the question names may lead from this deep
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 # Imperative openings and advice phrasings in plain English: the "what to do" part of an answer.
 _DO = re.compile(
@@ -98,8 +99,11 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     lead_pool = [u for u in scored if u.candidate_index == 0] or scored
     if not lead_pool:
         return abstain(ranked)
-    # The reference entry of the setting or error the question names answers it, whatever else scores higher.
-    lead_pool = [u for u in lead_pool if _asked_about(u.unit, query)] or lead_pool
+    # The reference entry of the setting or error the question names answers it, whatever else scores
+    # higher: from the first passage, or else from the next ones ("default of acks" when the first
+    # passage is another setting's entry that mentions acks).
+    named = [u for u in scored if u.candidate_index < NAMED_LEAD_PASSAGES and _asked_about(u.unit, query)]
+    lead_pool = [u for u in named if u.candidate_index == 0] or named or lead_pool
     lead = max(lead_pool, key=lambda u: u.score)
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
     chosen = [lead]
