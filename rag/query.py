@@ -273,12 +273,23 @@ def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str
         for identifier in extract_identifiers(turn):
             if identifier not in subject_identifiers:
                 subject_identifiers.append(identifier)
-    for identifier in extract_identifiers(last_answer)[:3]:
+    for identifier in extract_identifiers(_lead_source_text(last_answer))[:3]:
         if identifier not in subject_identifiers:
             subject_identifiers.append(identifier)
     previous = reduce_to_signal(user_turns[-1], MAX_SIGNAL_CHARS).text if user_turns else ""
     subject = " ".join(dict.fromkeys([*subject_identifiers[:6], *_content_words(previous)[:12]]))
     return f"{question} ({subject})" if subject else question
+
+
+_FIRST_SOURCE = re.compile(r"\[1\]")
+
+
+def _lead_source_text(answer: str) -> str:
+    """What an answer quotes from its first source (the blocks cited [1]): its subject, where lines from
+    lower passages only mention other things. An answer without markers counts as a whole."""
+    blocks = [block for block in re.split(r"\n\s*\n", answer) if block.strip()]
+    cited = [block for block in blocks if _FIRST_SOURCE.search(block)]
+    return "\n".join(cited) if cited else answer
 
 
 def _content_words(text: str) -> list[str]:

@@ -459,3 +459,13 @@ def test_exception_classes_bring_their_error_names_with_their_place():
     assert [i.name for i in query.error_names] == ["invalid_replication_factor"]
     assert query.error_names[0].focus  # the error line, not the command that raised it
     assert "invalid_replication_factor" not in {i.name for i in query.identifiers}  # retrieval adds it if known
+
+
+def test_rewrite_takes_the_previous_answers_subject_from_its_first_source():
+    answer = "Set `min.insync.replicas` to 2. [1]\n\nSee `unclean.leader.election.enable` and LOG_DIR_NOT_FOUND. [2]"
+    history = [{"role": "user", "content": "how do I stop losing writes?"}, {"role": "assistant", "content": answer}]
+    rewritten = rewrite_followup("and what's its default?", history)
+    assert "min.insync.replicas" in rewritten
+    assert "unclean.leader.election.enable" not in rewritten and "log_dir_not_found" not in rewritten
+    unmarked = [history[0], {"role": "assistant", "content": "Set min.insync.replicas to 2."}]
+    assert "min.insync.replicas" in rewrite_followup("and what's its default?", unmarked)
