@@ -25,8 +25,7 @@ from evals.golden import add_set_argument, load_golden, select_part
 from evals.metrics import summarise
 from evals.runner import evaluate, score
 from evals.tune_answers import MAX_MEDIAN_CHARS, tune, tuning_sets
-from rag import Assistant, Settings
-from rag.ingest import IngestConfig, run_ingest
+from rag import Assistant, IngestConfig, Settings, run_ingest
 
 SIZES = (650, 900, 1300)
 OVERLAP_SHARE = 1 / 6  # the overlap scales with the size (150 of 900 today)

@@ -18,6 +18,7 @@ from rag.errors import (
     QuestionError,
 )
 from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
+from rag.ingest import IngestConfig, run_ingest
 from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
 from rag.ranking import RANK_FEATURES, LinearModel, data_hash, model_paths
 from rag.service import Assistant
@@ -38,6 +39,7 @@ __all__ = [
     "IndexNotFoundError",
     "IndexStoreError",
     "IndexStatus",
+    "IngestConfig",
     "IngestError",
     "KafkaRagError",
     "LinearModel",
@@ -53,4 +55,5 @@ __all__ = [
     "extracted_text",
     "feedback_record",
     "model_paths",
+    "run_ingest",
 ]

@@ -23,6 +23,7 @@ from rag.errors import NoDocumentsError, SourceNotFoundError
 from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
 from rag.ingest import chunk_files, local_engine, run_ingest
 from rag.progress import Count
+from rag.settings import Settings
 from rag.units import UNITS_VERSION, unit_texts
 from tests.conftest import SEEDS, default_ingest_config, run_kafka_rag
 
@@ -107,7 +108,8 @@ def test_full_ingest_publishes_a_complete_manifest(built):
     assert manifest["model"]["normalized"] is True
     assert manifest["chunker"] == default_ingest_config().chunker()
     assert manifest["chunker"]["units_version"] == UNITS_VERSION
-    assert manifest["chunker"]["chunk_size"] == 900 and manifest["chunker"]["chunk_overlap"] == 150
+    assert manifest["chunker"]["chunk_size"] == Settings.chunk_size
+    assert manifest["chunker"]["chunk_overlap"] == Settings.chunk_overlap
     assert manifest["faiss"] == {"type": "Flat", "metric": "inner_product"}
     assert [f["source_path"] for f in manifest["files"]] == seeds
     for entry in manifest["files"]:

@@ -102,11 +102,6 @@ def test_the_default_of_acks_is_all(docs):
     assert answer.citations[0].passage.source_path == "generated/producer_config.html", shown(answer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known miss: the ops.html chunk with the answer ranks 6th (its best unit is 6th corpus-wide); "
-    "Streams co-partitioning and retention.bytes share more words with 'shrink ... partitions'",
-)
 def test_reducing_partitions_is_not_supported(docs):
     answer = docs.ask("Can I shrink a topic from 12 partitions down to 6?")
     assert not answer.abstained, shown(answer)

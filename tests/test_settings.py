@@ -79,7 +79,10 @@ def test_from_env_reads_os_environ_by_default(monkeypatch):
             {"KAFKA_RAG_CHUNK_SIZE": "300", "KAFKA_RAG_CHUNK_OVERLAP": "300"},
             "chunk_overlap must be between 0 and chunk_size (300), got 300",
         ),
-        ({"KAFKA_RAG_CHUNK_OVERLAP": "-1"}, "chunk_overlap must be between 0 and chunk_size (900), got -1"),
+        (
+            {"KAFKA_RAG_CHUNK_OVERLAP": "-1"},
+            f"chunk_overlap must be between 0 and chunk_size ({Settings.chunk_size}), got -1",
+        ),
     ],
 )
 def test_invalid_values_raise_configuration_error_with_the_message(environ, message):
