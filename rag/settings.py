@@ -37,7 +37,7 @@ class Settings:
     embed_backend: str = DEFAULT_EMBED_BACKEND  # onnx | onnx-int8 | torch: for ingest and queries alike
     model_cache_dir: Path = DEFAULT_MODEL_CACHE_DIR  # the onnx backends' graphs, exported here on first use
     spark_master: str = "local[*]"
-    chunk_size: int = 1300  # characters of body text per chunk (heading path not counted)
+    chunk_size: int = 1300  # characters of body text per chunk (heading path not counted); evals/tune_chunking.py
     chunk_overlap: int = 217  # characters carried into the next chunk when a section is split
     encode_batch_size: int = 16  # texts per forward pass: 16 encoded ~20% faster than 64 on CPU (measured)
     arrow_batch_size: int = 1000  # rows per Arrow batch between the JVM and Python workers
