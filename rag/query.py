@@ -185,7 +185,8 @@ _QUOTED_PROGRAM = re.compile(r"`([a-z][\w-]*)\s+[^`\n]+`")
 def _names(text: str) -> tuple[list[str], list[str]]:
     """Name-like words, and separately each sentence's capitalised first word: capitalised for grammar
     or a name, which only the corpus can tell (retrieval counts it when the corpus never uses it)."""
-    names, openers = [], []
+    names: list[str] = []
+    openers: list[str] = []
     for sentence in re.split(r"(?<=[.!?:])\s+|\n+", text):
         for match in _NAME.finditer(sentence):
             opens = match.start() == len(sentence) - len(sentence.lstrip()) and match.group(0).istitle()
