@@ -304,7 +304,7 @@ class Retriever:
             return False
         if "-" in word:
             return any(not self._document_frequency(t) for t in tokens[1:] if len(t) > 2)
-        if any(self._document_frequency(t) for t in tokens):
+        if any(self._document_frequency(t) for t in tokens[1:]):
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)

@@ -115,7 +115,7 @@ def _timed_in_subprocess(expression: str, timeout: float = 30.0) -> float:
     covers starting Python and importing `rag` on a loaded machine; the limit that matters is the assert."""
     code = (
         "import time, json\n"
-        "from rag.identifiers import error_names, extract_identifiers\n"
+        "from rag.identifiers import extract_identifiers\n"
         f"STACK_TRACE = {STACK_TRACE!r}\n"
         f"text = {expression}\n"
         "started = time.perf_counter()\n"
