@@ -6,13 +6,14 @@ For each corpus (`seeds/`, and `../shared/corpora/kafka-docs/` when it exists):
   2. the embedding stage (`stage_seconds.chunk_and_embed`: Spark session start, chunking, model load
      per worker, encode, collect), as chunks/s and texts/s, with Spark start-up and the model load
      measured on their own in this process to show their share;
-  3. the same texts `embed_rows` encodes (each chunk's embedding text and its sentence units, read
-     back from the built index) encoded by one plain call of the same embedder (the configured
+  3. the same texts `embed_rows` encodes (each chunk's text, unless `--chunk-vectors unit-mean`, and
+     its evidence units, read back from the built index) encoded by one plain call of the same embedder (the configured
      backend, `KAFKA_RAG_EMBED_BACKEND`) in this process: the stage / plain ratio is what Spark costs
      over a single process;
   4. an unchanged re-ingest through the same command, and its share of the cold one.
 
     .venv/bin/python benchmarks/ingest.py [--corpus seeds|kafka-docs|all] [--master 'local[*]']
+        [--chunk-vectors unit-mean]
 
 Targets on a 2-core machine: Spark embedding stage within 1.15x of the single-process encode; cold
 seeds ingest under 25 s including Spark start-up; unchanged re-ingest under 20% of a cold one.
@@ -43,10 +44,11 @@ COLD_SEEDS_TARGET_S = 25.0
 REINGEST_TARGET = 0.20
 
 
-def run_cli(corpus: Path, index_dir: Path, master: str) -> tuple[float, dict[str, Any]]:
+def run_cli(corpus: Path, index_dir: Path, master: str, chunk_vectors: str) -> tuple[float, dict[str, Any]]:
     """One `kafka-rag ingest --json` in a fresh process: (wall seconds, the report)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_RAG_")}
     env.setdefault("HF_HUB_OFFLINE", "1")
+    env["KAFKA_RAG_CHUNK_VECTORS"] = chunk_vectors
     command = [
         str(Path(sys.executable).parent / "kafka-rag"),
         "ingest",
@@ -65,20 +67,20 @@ def run_cli(corpus: Path, index_dir: Path, master: str) -> tuple[float, dict[str
     return seconds, json.loads(result.stdout)
 
 
-def encoded_texts(index_dir: Path) -> tuple[list[str], np.ndarray]:
+def index_texts(index_dir: Path) -> tuple[list[str], np.ndarray]:
     """What `embed_rows` encoded for this index, in table order, and the vectors it stored for them."""
-    from rag.chunking import dense_text
-    from rag.index_store import read_chunk_table
-    from rag.units import unit_texts
+    from rag.index_store import read_chunk_table, read_manifest
+    from rag.ingest import chunk_texts
 
     table = read_chunk_table(index_dir)
     assert table is not None, f"no index in {index_dir}"
-    rows = table.to_pylist()
-    texts = [dense_text(r["section_path"], r["text"]) for r in rows]
-    vectors = [r["vector"] for r in rows]
-    for row in rows:
-        texts += unit_texts(row["text"], row["section_path"])
-        vectors += row["unit_vectors"]
+    chunk_vectors = read_manifest(index_dir)["chunker"].get("chunk_vectors", "text")
+    texts: list[str] = []
+    vectors: list[list[float]] = []
+    for row in table.to_pylist():
+        own, units = chunk_texts(row["text"], row["section_path"], chunk_vectors)
+        texts += own + units
+        vectors += ([row["vector"]] if own else []) + row["unit_vectors"]
     return texts, np.asarray(vectors, dtype=np.float32)
 
 
@@ -112,20 +114,22 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def bench_corpus(name: str, corpus: Path, master: str, startup: float, batch_size: int, backend: str) -> dict[str, Any]:
+def bench_corpus(
+    name: str, corpus: Path, master: str, startup: float, batch_size: int, backend: str, chunk_vectors: str
+) -> dict[str, Any]:
     workdir = WORK / name
     index_dir = workdir / "index"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     print(f"\n== {name}: {corpus}", flush=True)
 
-    cold_s, report = run_cli(corpus, index_dir, master)
+    cold_s, report = run_cli(corpus, index_dir, master, chunk_vectors)
     stage = report["stage_seconds"]
     chunks = report["chunks"]
-    texts, stored = encoded_texts(index_dir)
+    texts, stored = index_texts(index_dir)
     load_s, encode_s, vectors = plain_encode(texts, batch_size, backend)
     drift = float(np.abs(vectors - stored).max())
-    again_s, again = run_cli(corpus, index_dir, master)
+    again_s, again = run_cli(corpus, index_dir, master, chunk_vectors)
     assert again["unchanged"], again
 
     embed_stage = stage["chunk_and_embed"]
@@ -179,13 +183,15 @@ def bench_corpus(name: str, corpus: Path, master: str, startup: float, batch_siz
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rag.settings import CHUNK_VECTORS, Settings
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=("seeds", "kafka-docs", "all"), default="all")
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--chunk-vectors", choices=CHUNK_VECTORS, default="text", help="KAFKA_RAG_CHUNK_VECTORS")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from rag.settings import Settings
 
     defaults = Settings.from_env({})
     batch_size = defaults.encode_batch_size
@@ -200,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         if not CORPORA[name].is_dir():
             print(f"\n== {name}: {CORPORA[name]} not found, skipped")
             continue
-        results.append(bench_corpus(name, CORPORA[name], args.master, startup, batch_size, defaults.embed_backend))
+        results.append(
+            bench_corpus(
+                name, CORPORA[name], args.master, startup, batch_size, defaults.embed_backend, args.chunk_vectors
+            )
+        )
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     print(
         "\n| corpus | chunks | texts | cold ingest s | embedding stage s | plain encode s | stage/plain "

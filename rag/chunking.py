@@ -37,13 +37,10 @@ class Chunk:
     end: int
     url: str = ""
 
-    @property
-    def embedding_text(self) -> str:
-        return dense_text(self.section_path, self.text)
-
 
 def dense_text(section_path: Sequence[str], text: str) -> str:
-    """What the model sees: the section path first, so a heading informs every piece of its body."""
+    """What the model sees of a chunk (unless its vector is its units' mean, `rag.ingest.chunk_texts`):
+    the section path first, so a heading informs every piece of its body."""
     return f"{PATH_SEPARATOR.join(section_path)}\n\n{text}"
 
 

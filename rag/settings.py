@@ -39,6 +39,9 @@ class Settings:
     spark_master: str = "local[*]"
     chunk_size: int = 1300  # characters of body text per chunk (heading path not counted); evals/tune_chunking.py
     chunk_overlap: int = 217  # characters carried into the next chunk when a section is split
+    # text | unit-mean: a chunk's vector is the model's for its text, or the mean of its evidence units'
+    # (a shorter ingest, ranking a little worse on the tuning parts: README "Speed")
+    chunk_vectors: str = "text"
     encode_batch_size: int = 16  # texts per forward pass: 16 encoded ~20% faster than 64 on CPU (measured)
     arrow_batch_size: int = 1000  # rows per Arrow batch between the JVM and Python workers
     threads_per_task: int = 1  # embedding (torch/ONNX Runtime) threads in each Spark task: tasks x threads <= cores
@@ -111,6 +114,10 @@ class Settings:
             raise ConfigurationError(
                 f"embed_backend must be one of {', '.join(EMBED_BACKENDS)}, got {self.embed_backend!r}"
             )
+        if self.chunk_vectors not in CHUNK_VECTORS:
+            raise ConfigurationError(
+                f"chunk_vectors must be one of {', '.join(CHUNK_VECTORS)}, got {self.chunk_vectors!r}"
+            )
         if self.answerer not in ANSWERERS:
             raise ConfigurationError(f"answerer must be one of {', '.join(ANSWERERS)}, got {self.answerer!r}")
         if self.llm_provider not in LLM_PROVIDERS:
@@ -135,6 +142,7 @@ class Settings:
 MAX_TOP_K = 50
 MAX_QUESTION_CHARS = 250_000  # a longer paste is refused; up to here a log is reduced to its signal (<5 s)
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
+CHUNK_VECTORS = ("text", "unit-mean")
 ANSWERERS = ("extractive", "llm")
 LLM_PROVIDERS = ("openai", "ollama")
 

@@ -36,10 +36,9 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from rag.errors import ConfigurationError, IngestError
-from rag.ingest import ROWS_PER_ENCODE, IngestConfig, SourceFile, chunk_files, embed_rows
+from rag.ingest import ROWS_PER_ENCODE, IngestConfig, SourceFile, chunk_files, embed_rows, planned_texts
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
-from rag.units import unit_texts
 
 EMBED_TASKS_PER_CORE = 4
 SHARD_ROW_GROUP_BYTES = 8 << 20  # Parquet row groups of the shards the executors write
@@ -50,12 +49,12 @@ JVM_TAIL_LINES = 40  # of the JVM's hidden output, kept for the error message wh
 
 ROW_SCHEMA = (
     "kind string, chunk_id string, doc_id string, source_path string, title string, section_path array<string>, "
-    "text string, identifiers array<string>, start long, end long, url string, embedding_text string, "
+    "text string, identifiers array<string>, start long, end long, url string, "
     "vector array<float>, unit_vectors array<array<float>>, format string, chunks long, reason string, "
     "name string, dimension long, fingerprint string, encode_seconds double"
 )
 ROW_FIELDS = tuple(column.split()[0] for column in ROW_SCHEMA.split(", "))
-OTHER_FIELDS = [f for f in ROW_FIELDS if f not in ("vector", "unit_vectors", "text", "embedding_text")]
+OTHER_FIELDS = [f for f in ROW_FIELDS if f not in ("vector", "unit_vectors", "text")]
 
 
 def check_java() -> str:
@@ -314,7 +313,7 @@ def _run_job(
         for batch in batches:
             rows = list(chunk_files(files_in(batch), config))
             pending = [r for r in rows if r["kind"] == "chunk" and r["chunk_id"] not in known.value]
-            texts.planned.add(sum(1 + len(unit_texts(r["text"], r["section_path"])) for r in pending))
+            texts.planned.add(planned_texts(pending, config))
             yield _frame(rows)
 
     def embed_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.chunking import Chunk, chunk_document, document_text
+from rag.chunking import Chunk, chunk_document, dense_text, document_text
 from rag.documents import Document, Section, load_document
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds"
@@ -50,9 +50,6 @@ def test_faq_question_stays_with_its_answer():
     )
     assert "enable.idempotence=true" in chunk.text
     assert "enable.idempotence" in chunk.identifiers
-    assert chunk.embedding_text.startswith("How do I enable idempotent writes?") or chunk.embedding_text.startswith(
-        "Frequently asked questions › Exactly-Once Processing › How do I enable idempotent writes?"
-    )
 
 
 @pytest.mark.parametrize(("size", "overlap"), SETTINGS)
@@ -204,12 +201,12 @@ def test_chunk_id_depends_on_document_and_section_path():
 # ------------------------------------------------------------------------------------------ synthetic documents
 
 
-def test_heading_path_recorded_and_prefixed_to_the_embedded_text():
+def test_heading_path_recorded_and_prefixed_to_the_dense_text():
     document = _document(Section(("Consumers", "Rebalancing"), _sentences(5)), title="Operations guide")
     (chunk,) = chunk_document(document, 900, 150)
     assert chunk.section_path == ("Operations guide", "Consumers", "Rebalancing")
     assert chunk.text == _sentences(5)
-    prefix, _, body = chunk.embedding_text.partition("\n\n")
+    prefix, _, body = dense_text(chunk.section_path, chunk.text).partition("\n\n")
     assert body == chunk.text
     assert prefix.endswith("Rebalancing")
     assert isinstance(chunk, Chunk)

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rag.chunking import dense_text
 from rag.embedding import load_embedder, model_identity
 from rag.errors import NoDocumentsError, SourceNotFoundError
 from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
-from rag.ingest import chunk_files, local_engine, run_ingest
+from rag.ingest import chunk_files, chunk_vector, embed_rows, local_engine, planned_texts, run_ingest
 from rag.progress import Count
 from rag.settings import Settings
 from rag.units import UNITS_VERSION, unit_texts
@@ -163,14 +164,51 @@ def test_full_ingest_chunk_table_and_vectors(built):
         units = loaded.unit_vectors(position)
         assert row["section_path"][0] == row["title"] and len(row["section_path"]) >= 1
         assert units.shape == (len(unit_texts(row["text"], row["section_path"])), 384)
-    # A stored vector is the model's vector for the chunk's embedding text (section path, then text).
+    # A stored vector is the model's vector for the chunk's text under its section path.
     embedder = load_embedder(default_ingest_config().model)
     sample = rows[:: max(1, len(rows) // 8)]
-    fresh = embedder.encode([" › ".join(r["section_path"]) + "\n\n" + r["text"] for r in sample])
+    fresh = embedder.encode([dense_text(r["section_path"], r["text"]) for r in sample])
     np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), fresh, atol=1e-5)
     # FAISS row i is chunk row i: each sampled chunk's fresh vector finds that chunk first.
     _, hits = loaded.dense.index.search(fresh, 1)
     assert [rows[int(h)]["chunk_id"] for h in hits[:, 0]] == [r["chunk_id"] for r in sample]
+
+
+def test_unit_mean_chunk_vectors_are_the_normalised_mean_of_the_units(built):
+    """Under "unit-mean" a chunk's own text is not encoded: its vector is its units' mean, and its unit
+    vectors are those the default makes."""
+    corpus, index_dir, _ = built
+    rows = [
+        r for r in chunk_files([(p.name, p.read_bytes()) for p in sorted(corpus.iterdir())], default_ingest_config())
+    ]
+    sample = [r for r in rows if r["kind"] == "chunk"][::5]
+    config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean")
+    encoded: list[int] = []
+
+    embedded = [r for r in embed_rows(sample, config, on_encoded=encoded.append) if r["kind"] == "chunk"]
+
+    embedder = load_embedder(config.model)
+    stored = _by_id(index_dir)
+    assert sum(encoded) == planned_texts(sample, config) == sum(len(r["unit_vectors"]) for r in embedded)
+    for row in embedded:
+        units = embedder.encode(unit_texts(row["text"], row["section_path"]))
+        np.testing.assert_allclose(row["vector"], chunk_vector(units), atol=1e-5)
+        np.testing.assert_allclose(row["unit_vectors"], stored[row["chunk_id"]]["unit_vectors"], atol=5e-4)
+    assert planned_texts(sample, default_ingest_config()) == planned_texts(sample, config) + len(sample)
+
+
+def test_a_chunk_without_evidence_units_is_encoded_whole_under_unit_mean():
+    """A chunk too short to quote from still gets a vector: its own text under its heading path."""
+    rows = list(chunk_files([("note.md", b"# Partitions\n\nOk.\n")], default_ingest_config()))
+    (chunk,) = [r for r in rows if r["kind"] == "chunk"]
+    assert unit_texts(chunk["text"], chunk["section_path"]) == []
+    config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean")
+
+    (embedded,) = [r for r in embed_rows([chunk], config) if r["kind"] == "chunk"]
+
+    expected = load_embedder(config.model).encode([dense_text(chunk["section_path"], chunk["text"])])
+    np.testing.assert_allclose(embedded["vector"], expected[0], atol=1e-5)
+    assert embedded["unit_vectors"] == []
 
 
 def test_chunk_ids_and_vectors_are_identical_across_runs(built, seeds_index):
@@ -289,6 +327,25 @@ def test_another_backend_re_embeds_everything(workspace, backend):
     with pytest.raises(Seen):
         run_ingest([corpus], index_dir, config, engine=recording_engine)
     assert seen == [(sorted(p.name for p in corpus.iterdir()), frozenset(), backend)]
+
+
+def test_unit_mean_chunk_vectors_re_embed_everything(workspace):
+    """Chunk vectors made another way are never reused: the manifest's chunker says how each was made."""
+    corpus, index_dir = workspace
+    assert read_manifest(index_dir)["chunker"]["chunk_vectors"] == "text"
+    seen: list[tuple[list[str], frozenset[str]]] = []
+
+    class Seen(Exception):
+        pass
+
+    def recording_engine(files, config, known_ids, shards, progress):
+        seen.append((sorted(f.source_path for f in files), known_ids))
+        raise Seen
+
+    config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean")
+    with pytest.raises(Seen):
+        run_ingest([corpus], index_dir, config, engine=recording_engine)
+    assert seen == [(sorted(p.name for p in corpus.iterdir()), frozenset())]
 
 
 def test_removed_file_disappears_from_the_new_version(workspace):

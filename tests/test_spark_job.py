@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rag.chunking import dense_text
 from rag.embedding import load_embedder
 from rag.errors import ConfigurationError
 from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
@@ -104,7 +105,7 @@ def test_each_engine_builds_the_chunks_and_vectors_of_the_pure_stages(engine_ind
 
     embedder = load_embedder(default_ingest_config().model)
     sample = rows[:: max(1, len(rows) // 6)]
-    vectors = embedder.encode([by_id[r["chunk_id"]]["embedding_text"] for r in sample])
+    vectors = embedder.encode([dense_text(r["section_path"], r["text"]) for r in sample])
     np.testing.assert_allclose(np.asarray([r["vector"] for r in sample]), vectors, atol=1e-5)
     for row in sample:
         units = unit_texts(row["text"], row["section_path"])
