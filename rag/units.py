@@ -30,13 +30,14 @@ from dataclasses import dataclass
 
 from rag.identifiers import extract_identifiers
 
-UNITS_VERSION = 3  # 3: log lines are code, like commands
+UNITS_VERSION = 4  # 3: log lines are code, like commands; 4: indented unfenced excerpts are code
 KINDS = ("sentence", "list", "code", "row", "setting")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
 MAX_BLOCK_CHARS = 700  # a list or code unit is cut at item / line boundaries past this
 SHORT_SENTENCE_CHARS = 100  # a setting's first sentence this short takes the next one along
 MAX_HEADING_CHARS = 80  # a heading line: this short, without sentence punctuation at its end
+MIN_CODE_INDENT = 2  # an unfenced excerpt indents some lines this much past its first; wrapped prose does not
 MAX_DANGLING_LEAD_IN = 100  # a lead-in without ":" ("To add partitions you can do") is this short
 
 _FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
@@ -45,6 +46,7 @@ _CELL_SEPARATOR = re.compile(r" \|(?: |$)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9`\"'(\[])")
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp)\.$", re.I)
 _TERMINAL = re.compile(r"[.!?;,:)\]]$")
+_SENTENCE_STOP = re.compile(r"[.!?][\"')\]]?$")
 _COMMAND = re.compile(r"^(?:\$ |bin/|\./|[\w./-]+\.(?:sh|bat)\s|grep |[A-Z_]{2,}=\S)")
 _COMMENT = re.compile(r"^#(?:\s|$)")
 # A log record (`[2024-06-02 11:04:19,332] ERROR ...`, `ERROR [ReplicaFetcherThread-0-6], ...`), an exception
@@ -253,9 +255,27 @@ class _Builder:
                 index = self._setting(index, stop)
             elif line.kind == "row":
                 index = self._rows(index, stop)
+            elif (end := self._preformatted_end(index, stop)) > index:
+                self._code([(ln.start, ln.end) for ln in self.lines[index:end]], self._lead_in(index))
+                index = end
             else:
                 self._sentences(_Span(line.start, line.end))
                 index += 1
+
+    def _preformatted_end(self, index: int, stop: int) -> int:
+        """The end of an unfenced excerpt starting at `index` (a schema, config file or code pasted as plain
+        lines): 2+ consecutive plain lines, some indented past the first by `MIN_CODE_INDENT`, and at most a
+        third of them ending like a sentence. Wrapped prose (a stray space at most) is not. `index` if none."""
+        end = index
+        while end < stop and self.lines[end].kind == "text" and not self.lines[end].cells:
+            end += 1
+        run = self.lines[index:end]
+        if not run or self.text[run[0].start : run[0].end].endswith(":"):
+            return index  # a lead-in: the excerpt starts on the next line, led by it
+        if len(run) < 2 or not any(line.indent >= run[0].indent + MIN_CODE_INDENT for line in run):
+            return index
+        ending = sum(bool(_SENTENCE_STOP.search(self.text[line.start : line.end])) for line in run)
+        return end if 3 * ending <= len(run) else index
 
     def units(self) -> list[EvidenceUnit]:
         kept = [

@@ -203,6 +203,39 @@ def test_unfenced_log_lines_are_one_code_unit_with_their_lead_in():
     )
 
 
+def test_an_unfenced_indented_excerpt_is_one_code_unit_with_its_lead_in():
+    """A schema, config or code excerpt pasted as plain lines stays whole, as a fenced block would."""
+    schema = (
+        "Produce Response (Version: 8) => [responses] throttle_time_ms\n"
+        "  responses => topic [partition_responses]\n"
+        "    partition => INT32\n"
+        "    error_records => [INT64]         // new field\n"
+        "    error_message => STRING          // new field"
+    )
+    lead_in = "We propose to add the following new fields into the produce response:"
+    for gap in ("\n\n", "\n"):
+        units = build_units(f"{lead_in}{gap}{schema}\n\nThat is all.")
+        assert _kinds(units) == ["code", "sentence"]
+        assert units[0].parts == (lead_in, schema)
+        assert "```\nProduce Response (Version: 8)" in render_unit(units[0], 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # prose wrapped at a fixed width, flush left
+        "Kafka keeps the log for the retention time\nand deletes whole segments once they\nare older than that.",
+        # a wrapped message whose continuation lines carry a stray space
+        "lower than the commit interval. This will cause the transaction\n always to time out. Consider\n"
+        " reconfiguring the commit interval.",
+        # indented lines that end like sentences: quoted prose, not code
+        "Notes:\n  The first note ends here.\n  The second one too.\n  And the third.",
+    ],
+)
+def test_wrapped_or_quoted_prose_is_not_an_excerpt(text):
+    assert "code" not in _kinds(build_units(text))
+
+
 @pytest.mark.parametrize(
     "line",
     [
