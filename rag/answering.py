@@ -24,7 +24,7 @@ from rag.query import Query
 from rag.ranking import Ranked
 from rag.retrieval import Candidate
 from rag.settings import Settings
-from rag.units import EvidenceUnit, build_units, is_log, render_unit
+from rag.units import EvidenceUnit, build_units, is_log, is_title, render_unit
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,8 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     focus = query.focus_identifiers
     scored = []
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
+        if is_title(unit):
+            continue
         terms = frozenset(tokenize(unit.matched_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total
         named = bool(focus & set(extract_identifiers(unit.matched_text))) if focus else False

@@ -538,6 +538,19 @@ def _pack(groups: list[list[tuple[int, int]]], budget: int) -> list[list[tuple[i
 # ------------------------------------------------------------------------------------------ rendering
 
 
+def is_title(unit: EvidenceUnit) -> bool:
+    """A sentence unit that is a title line ("Using the Native Docker Image"): short, one line, no
+    sentence punctuation and not a list item. It names a topic but states nothing, so it is not quoted."""
+    text = unit.text
+    return (
+        unit.kind == "sentence"
+        and len(text) <= MAX_HEADING_CHARS
+        and "\n" not in text
+        and not _TERMINAL.search(text)
+        and not _ITEM.match(text)
+    )
+
+
 def is_log(code: str) -> bool:
     """Whether a code block is log output (what one sees), not commands (what one runs)."""
     lines = [line.strip() for line in code.split("\n") if line.strip()]

@@ -129,6 +129,16 @@ def test_a_fact_answer_leads_with_the_top_passage_even_when_a_lower_unit_scores_
     assert len(units) == 2 and units[1].endswith("[2]")
 
 
+def test_a_title_line_is_never_quoted_even_when_it_scores_best():
+    """A title states nothing: the answer leads with the best statement under it."""
+    axes = _Axes()
+    text = "Using the Native Docker Image\nThe native image is experimental and not recommended for production."
+    top = candidate(axes, "top", text, [0.95, 0.7])
+    draft = extract_answer(ranked([top], "can we run the native image in production?"), shape())
+    _check(draft)
+    assert _units(draft.text) == ["The native image is experimental and not recommended for production. [1]"]
+
+
 def test_a_fact_question_takes_at_most_max_units_fact():
     axes = _Axes()
     candidates = [candidate(axes, "a", FIX, [0.9, 0.8, 0.7]), candidate(axes, "b", OTHER, [0.85, 0.75])]

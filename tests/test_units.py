@@ -15,6 +15,7 @@ from rag.units import (
     EvidenceUnit,
     build_units,
     is_log,
+    is_title,
     render_unit,
     unit_texts,
 )
@@ -90,6 +91,21 @@ def test_positions_count_the_units_in_text_order():
 
 
 # ------------------------------------------------------------------------------------------ lists
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("Using GraalVM Based Native Apache Kafka Docker Image", True),
+        ("Invoke the application reset tool from the command line", True),
+        ("The native image is experimental.", False),
+        ("- Reset output topics of an application", False),  # a list item states something
+        ("Kafka supports the following SASL mechanisms:", False),
+    ],
+)
+def test_a_title_line_is_told_apart_from_a_statement(text, title):
+    (unit,) = build_units(text)
+    assert is_title(unit) is title
 
 
 def test_a_lead_in_and_its_list_are_one_unit():
