@@ -77,6 +77,7 @@ SETTINGS_RECORDED = (
     "unit_overlap_weight",
     "unit_identifier_weight",
     "unit_rank_weight",
+    "unit_neighbour_weight",
     "llm_provider",
     "llm_model",
 )

@@ -38,6 +38,7 @@ class AnswerShape:
     overlap_weight: float  # weight of the question's terms in a unit, next to its cosine
     identifier_weight: float  # a unit that names an identifier the question is about
     rank_weight: float  # prior for units of higher-ranked passages
+    neighbour_weight: float  # for a unit next to one already chosen in the same passage
     max_chars: int  # stop adding units past this many characters
 
     @classmethod
@@ -50,6 +51,7 @@ class AnswerShape:
             overlap_weight=settings.unit_overlap_weight,
             identifier_weight=settings.unit_identifier_weight,
             rank_weight=settings.unit_rank_weight,
+            neighbour_weight=settings.unit_neighbour_weight,
             max_chars=settings.answer_max_chars,
         )
 
@@ -109,10 +111,15 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     chosen = [lead]
     seen_terms = set(lead.terms)
     chars = len(lead.unit.text)
-    for unit in sorted(scored, key=lambda u: (-u.score, u.candidate_index, u.unit.position)):
-        if len(chosen) >= limit or unit.score < lead.score - shape.relative_cutoff:
+    pool = [u for u in scored if u is not lead]
+    while pool and len(chosen) < limit:
+        # The best remaining unit, a neighbour of a chosen one raised: the sentence after "check if
+        # there is a hung transaction" says how to check.
+        unit = max(pool, key=lambda u: (_with_neighbours(u, chosen, shape), -u.candidate_index, -u.unit.position))
+        if _with_neighbours(unit, chosen, shape) < lead.score - shape.relative_cutoff:
             break
-        if unit is lead or any(float(unit.vector @ other.vector) > NEAR_DUPLICATE for other in chosen):
+        pool.remove(unit)
+        if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE for other in chosen):
             continue
         new_terms = unit.terms - seen_terms
         if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
@@ -123,6 +130,15 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         seen_terms |= unit.terms
         chars += len(unit.unit.text)
     return _render(ranked.candidates, chosen, layout=query.intent == "troubleshoot")
+
+
+def _with_neighbours(unit: _Scored, chosen: list[_Scored], shape: AnswerShape) -> float:
+    """The unit's score, plus `neighbour_weight` when it stands next to a chosen unit of its passage."""
+    beside = any(
+        other.candidate_index == unit.candidate_index and abs(other.unit.position - unit.unit.position) == 1
+        for other in chosen
+    )
+    return unit.score + shape.neighbour_weight * beside
 
 
 def _asked_about(unit: EvidenceUnit, query: Query) -> bool:

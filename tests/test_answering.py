@@ -51,6 +51,7 @@ def shape(**overrides) -> AnswerShape:
         "overlap_weight": 0.0,
         "identifier_weight": 0.0,
         "rank_weight": 0.0,
+        "neighbour_weight": 0.0,
         "max_chars": 5000,
     } | overrides
     return AnswerShape(**values)
@@ -137,6 +138,17 @@ def test_a_title_line_is_never_quoted_even_when_it_scores_best():
     draft = extract_answer(ranked([top], "can we run the native image in production?"), shape())
     _check(draft)
     assert _units(draft.text) == ["The native image is experimental and not recommended for production. [1]"]
+
+
+@pytest.mark.parametrize(("weight", "second"), [(0.0, "Check the broker logs"), (0.1, "Increase")])
+def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(weight, second):
+    """The sentence after "check whether X" often says how: with the weight, it beats a slightly better
+    sentence further away."""
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.9, 0.5, 0.55])
+    draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2, neighbour_weight=weight))
+    _check(draft)
+    assert _units(draft.text)[1].startswith(second)
 
 
 def test_a_fact_question_takes_at_most_max_units_fact():
