@@ -78,6 +78,7 @@ SETTINGS_RECORDED = (
     "unit_identifier_weight",
     "unit_rank_weight",
     "unit_neighbour_weight",
+    "unit_echo_weight",
     "llm_provider",
     "llm_model",
 )

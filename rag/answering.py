@@ -5,7 +5,9 @@ It reads only what the earlier stages hand it (the parsed query and the ranked c
 their unit similarities) and builds each passage's evidence units (`rag.units`): a list stays with
 its lead-in, a code block stays whole, a reference-table row keeps its name and default. The answer
 leads with the best unit of the best-ranked passage; units of lower passages follow only when they
-add something, and near-duplicates are dropped. A question that asks for a fact gets the fact in
+add something, and near-duplicates are dropped. A unit beside one already chosen is raised (the
+sentence after "check whether X" says how), one that only repeats the user's pasted command is
+lowered, and a title line, which states nothing, is never quoted. A question that asks for a fact gets the fact in
 one or two units; the "what it means / what to do / how to check" layout is kept for questions that
 report an error or ask for a fix. Deterministic for the same index and question.
 """
@@ -39,6 +41,7 @@ class AnswerShape:
     identifier_weight: float  # a unit that names an identifier the question is about
     rank_weight: float  # prior for units of higher-ranked passages
     neighbour_weight: float  # for a unit next to one already chosen in the same passage
+    echo_weight: float  # against a unit naming what the user's pasted command or stack frame names, and nothing asked
     max_chars: int  # stop adding units past this many characters
 
     @classmethod
@@ -52,6 +55,7 @@ class AnswerShape:
             identifier_weight=settings.unit_identifier_weight,
             rank_weight=settings.unit_rank_weight,
             neighbour_weight=settings.unit_neighbour_weight,
+            echo_weight=settings.unit_echo_weight,
             max_chars=settings.answer_max_chars,
         )
 
@@ -158,19 +162,23 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
         return []
     weights = ranked.pool.evidence.term_weights
     total = sum(weights.values()) or 1.0
-    focus = query.focus_identifiers
+    focus, context = query.focus_identifiers, query.context_identifiers
     scored = []
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
         if is_title(unit):
             continue
         terms = frozenset(tokenize(unit.matched_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total
-        named = bool(focus & set(extract_identifiers(unit.matched_text))) if focus else False
+        identifiers = set(extract_identifiers(unit.matched_text)) if focus or context else set()
+        named = bool(focus & identifiers)
+        # "Start the server: $ bin/kafka-server-start.sh …" tells the user who pasted that command nothing.
+        echo = bool(context & identifiers) and not named
         score = (
             similarity
             + shape.overlap_weight * overlap
             + shape.identifier_weight * named
             + shape.rank_weight / (1 + index)
+            - shape.echo_weight * echo
         )
         scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit)))
     return scored

@@ -10,6 +10,7 @@ import pytest
 
 from rag.answering import AnswerShape, abstain, extract_answer
 from rag.passages import NOT_COVERED
+from rag.query import parse_query
 from rag.ranking import Ranked
 from rag.units import build_units
 from tests.test_ranking import make_candidate, make_pool
@@ -52,6 +53,7 @@ def shape(**overrides) -> AnswerShape:
         "identifier_weight": 0.0,
         "rank_weight": 0.0,
         "neighbour_weight": 0.0,
+        "echo_weight": 0.0,
         "max_chars": 5000,
     } | overrides
     return AnswerShape(**values)
@@ -288,6 +290,26 @@ def test_the_question_terms_and_identifiers_raise_a_unit():
     boosted = extract_answer(ranked([base], question), shape(max_units_fact=1, identifier_weight=0.2))
     assert not plain.text.startswith("Increase")
     assert boosted.text.startswith("Increase `group.share.record.lock.duration.ms`")
+
+
+def test_a_unit_that_repeats_the_pasted_command_is_lowered_by_the_echo_weight():
+    """The user ran kafka-server-start.sh: quoting "Start the server: $ bin/kafka-server-start.sh …" back
+    tells them nothing, so with the weight the statement about their error leads."""
+    axes = _Axes()
+    question = (
+        "Fresh KRaft node won't start:\n./kafka-server-start.sh ../config/kraft/server.properties\n"
+        "java.lang.RuntimeException: No readable meta.properties files found."
+    )
+    assert "kafka-server-start" in parse_query(question).context_identifiers
+    text = (
+        "Start the Kafka server:\n\n$ bin/kafka-server-start.sh config/kraft/server.properties\n\n"
+        "Format the log directories with kafka-storage.sh before the first start."
+    )
+    top = candidate(axes, "top", text, [0.8, 0.7])
+    plain = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1))
+    lowered = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3))
+    assert "kafka-server-start.sh" in plain.text
+    assert "kafka-server-start.sh" not in lowered.text and "Format the log directories" in lowered.text
 
 
 def test_units_of_another_splitter_are_never_quoted():
