@@ -55,6 +55,8 @@ _COMMAND_LINE = re.compile(
     r"^\s*(?:[$>#%]\s+|(?:\./|bin/|/\S+/)?[\w.-]+\.(?:sh|bat|cmd)\b|(?:sudo\s+)?(?:curl|docker|kubectl|java)\s)"
 )
 _FLAGS = re.compile(r"(?:^|\s)--?[a-z][\w-]*")
+# The value a command line gives a flag: `--group billing`, `--topic=invoices`.
+_FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
 )
@@ -93,6 +95,9 @@ class Query:
     # `identifiers` the ones its corpus carries.
     error_names: tuple[QueryIdentifier, ...] = ()
     opening_names: tuple[str, ...] = ()  # capitalised first words of its sentences: names only if the corpus lacks them
+    # Words the user's pasted command lines give as flag values (their group, topic, host): their own
+    # resources, never a sign that the corpus lacks the question's topic.
+    own_terms: frozenset[str] = frozenset()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -127,6 +132,7 @@ def parse_query(
     error_places: dict[str, str] = {}
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
     own_words: list[str] = []
+    own_terms: set[str] = set()
     context_lines = 0
     for line in text[:400_000].split("\n"):
         if not line.strip():
@@ -138,6 +144,8 @@ def parse_query(
             prose_lines.append(line)
         if place == "question":
             own_words.append(line)
+        elif place == "command":
+            own_terms.update(t for value in _FLAG_VALUE.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
         for name in extract_identifiers(line[:MAX_LINE_CHARS]):
             # An identifier the user names in prose or an error line is what the question is about,
             # even when the command line repeats it.
@@ -166,6 +174,7 @@ def parse_query(
         names=tuple(dict.fromkeys(names)),
         opening_names=tuple(dict.fromkeys(openers)),
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
+        own_terms=frozenset(own_terms),
     )
 
 

@@ -281,7 +281,8 @@ class Retriever:
         total = self.size or 1
         frequency = {t: self._document_frequency(t) for t in dict.fromkeys(query.tokens)}
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
-        unknown = sum(w for t, w in weights.items() if not frequency[t]) / (sum(weights.values()) or 1.0)
+        unseen = sum(w for t, w in weights.items() if not frequency[t] and t not in query.own_terms)
+        unknown = unseen / (sum(weights.values()) or 1.0)
         names = [name for name in query.names if self._unknown_name(name)]
         # A sentence's capitalised first word counts as a name only when the corpus never uses it.
         openers = [name for name in query.opening_names if self._unknown_name(name)]

@@ -363,6 +363,16 @@ def test_a_tool_only_in_the_command_line_is_context():
     assert query.text.startswith("it prints this")
 
 
+def test_flag_values_of_a_pasted_command_are_the_users_own_terms():
+    query = parse_query(
+        "the group did not move\n"
+        "bin/kafka-consumer-groups.sh --bootstrap-server broker1:9092 --group billing --topic=invoices --execute"
+    )
+    assert {"billing", "broker1", "9092"} <= query.own_terms
+    assert not {"execute", "kafka-consumer-groups", "group", "topic"} & query.own_terms
+    assert parse_query("why is group billing stuck?").own_terms == frozenset()  # prose names nothing of its own
+
+
 def test_a_command_alone_is_searched_as_typed():
     """With nothing but a command line, the command is what the question is about: it stays in the text."""
     query = parse_query(PRODUCER_COMMAND)

@@ -186,6 +186,18 @@ def test_query_evidence_reads_unknown_words_names_and_identifiers(retriever, sta
     assert weights["zorblatt"] > weights["consumer"]  # a word the corpus never uses weighs most
 
 
+def test_the_users_own_resources_in_a_pasted_command_are_not_unknown_words(retriever, stage):
+    """'zorbgroup' is the group the user's command names: their resource, not a topic the corpus lacks."""
+    prose = "the transaction timeout hits for group zorbgroup"
+    alone = retriever.retrieve(parse_query(prose), 5, "hybrid", stage).evidence
+    pasted = retriever.retrieve(
+        parse_query(f"{prose}\nbin/kafka-consumer-groups.sh --describe --group zorbgroup"), 5, "hybrid", stage
+    ).evidence
+    assert alone.unknown_term_share > 0.0
+    assert pasted.unknown_term_share == 0.0
+    assert pasted.term_weights["zorbgroup"] == alone.term_weights["zorbgroup"]  # still a weighed search term
+
+
 def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
     evidence = retriever.retrieve(parse_query("How does a ShareConsumer acknowledge?"), 5, "hybrid", stage).evidence
     assert "ShareConsumer" not in evidence.unknown_names
