@@ -79,6 +79,7 @@ SETTINGS_RECORDED = (
     "unit_rank_weight",
     "unit_neighbour_weight",
     "unit_echo_weight",
+    "unit_echo_share",
     "llm_provider",
     "llm_model",
 )

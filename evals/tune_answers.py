@@ -35,6 +35,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "unit_rank_weight": (0.0, 0.05, 0.15, 0.3),
     "unit_neighbour_weight": (0.0, 0.05, 0.1, 0.2),
     "unit_echo_weight": (0.0, 0.1, 0.3, 0.5),
+    "unit_echo_share": (0.6, 0.8, 0.9, 1.01),  # 1.01: never
 }
 ROUNDS = 2
 REPORT = Path("evals/reports/tune_answers.md")

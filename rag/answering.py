@@ -42,6 +42,7 @@ class AnswerShape:
     rank_weight: float  # prior for units of higher-ranked passages
     neighbour_weight: float  # for a unit next to one already chosen in the same passage
     echo_weight: float  # against a unit naming what the user's pasted command or stack frame names, and nothing asked
+    echo_share: float  # ... or a code unit with this share of its words in the question (the user's own log lines)
     max_chars: int  # stop adding units past this many characters
 
     @classmethod
@@ -56,6 +57,7 @@ class AnswerShape:
             rank_weight=settings.unit_rank_weight,
             neighbour_weight=settings.unit_neighbour_weight,
             echo_weight=settings.unit_echo_weight,
+            echo_share=settings.unit_echo_share,
             max_chars=settings.answer_max_chars,
         )
 
@@ -136,6 +138,11 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     return _render(ranked.candidates, chosen, layout=query.intent == "troubleshoot")
 
 
+def _repeats(terms: frozenset[str], asked: frozenset[str], share: float) -> bool:
+    """At least `share` of the unit's words are the question's own: it quotes back what the user pasted."""
+    return bool(terms) and len(terms & asked) >= share * len(terms)
+
+
 def _with_neighbours(unit: _Scored, chosen: list[_Scored], shape: AnswerShape) -> float:
     """The unit's score, plus `neighbour_weight` when it stands next to a chosen unit of its passage."""
     beside = any(
@@ -163,6 +170,7 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     weights = ranked.pool.evidence.term_weights
     total = sum(weights.values()) or 1.0
     focus, context = query.focus_identifiers, query.context_identifiers
+    asked = frozenset(query.tokens)
     scored = []
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
         if is_title(unit):
@@ -171,8 +179,11 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
         overlap = sum(w for t, w in weights.items() if t in terms) / total
         identifiers = set(extract_identifiers(unit.matched_text)) if focus or context else set()
         named = bool(focus & identifiers)
-        # "Start the server: $ bin/kafka-server-start.sh …" tells the user who pasted that command nothing.
-        echo = bool(context & identifiers) and not named
+        # "Start the server: $ bin/kafka-server-start.sh …" tells the user who pasted that command nothing,
+        # nor does a log excerpt made of the words of the log lines they pasted.
+        echo = (bool(context & identifiers) and not named) or (
+            unit.kind == "code" and _repeats(terms, asked, shape.echo_share)
+        )
         score = (
             similarity
             + shape.overlap_weight * overlap

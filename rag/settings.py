@@ -73,6 +73,7 @@ class Settings:
     unit_rank_weight: float = 0.3
     unit_neighbour_weight: float = 0.05  # for a unit next to one already in the answer, in the same passage
     unit_echo_weight: float = 0.3  # against a unit that only repeats the user's pasted command or stack frame
+    unit_echo_share: float = 0.8  # ... or a code unit with this share of its words in the question (their log lines)
     # No unit is added past this many characters of answer: concise by construction on any mix of
     # questions (a limit on the tuning parts' median alone let the test parts' answers run longer).
     answer_max_chars: int = 900

@@ -54,6 +54,7 @@ def shape(**overrides) -> AnswerShape:
         "rank_weight": 0.0,
         "neighbour_weight": 0.0,
         "echo_weight": 0.0,
+        "echo_share": 1.01,
         "max_chars": 5000,
     } | overrides
     return AnswerShape(**values)
@@ -310,6 +311,20 @@ def test_a_unit_that_repeats_the_pasted_command_is_lowered_by_the_echo_weight():
     lowered = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3))
     assert "kafka-server-start.sh" in plain.text
     assert "kafka-server-start.sh" not in lowered.text and "Format the log directories" in lowered.text
+
+
+def test_a_log_excerpt_of_the_users_own_log_lines_is_lowered_too():
+    axes = _Axes()
+    log = "ERROR [ReplicaFetcherThread-0-6], Error for partition [test,22] to broker 6:class kafka.common.UnknownError"
+    question = f"broker log spam:\n{log}"
+    text = (
+        f"The broker logs errors like:\n\n{log}\n\nA common problem is that two brokers registered the same host/port."
+    )
+    top = candidate(axes, "top", text, [0.9, 0.7])
+    plain = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3))
+    lowered = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3, echo_share=0.8))
+    assert "ReplicaFetcherThread" in plain.text
+    assert "ReplicaFetcherThread" not in lowered.text and "same host/port" in lowered.text
 
 
 def test_units_of_another_splitter_are_never_quoted():
