@@ -58,6 +58,20 @@ def _only_tune(seen: list[tuple], golden, allowed_extra: set[tuple] = frozenset(
     assert unknown == [], f"the fit read questions that are no tuning item: {[q[:60] for q, _ in unknown]}"
 
 
+def test_the_abstention_threshold_procedure_is_judged_on_held_out_questions():
+    """Separable questions: held out, every unanswerable one is declined and at most one answerable one.
+    Features that say nothing: thresholds set in-sample decline answerable questions held out."""
+    rng = np.random.default_rng(0)
+    labels = np.array([1] * 80 + [0] * 20)
+    separable = np.where(labels[:, None] == 1, 3.0, -3.0) + rng.normal(0, 0.3, (100, 3))
+    recall, over = fit_abstention.cross_validated_procedure(separable, labels, 1.0, 0.0)
+    assert recall == 1.0 and over <= 1 / 80
+
+    noise = rng.normal(0, 1, (100, 3))
+    recall, over = fit_abstention.cross_validated_procedure(noise, labels, 1.0, 0.1)
+    assert 0.0 <= recall <= 1.0 and over > 0.0
+
+
 def test_abstention_fit_reads_only_tuning_questions(seeds_index, golden, inspected):
     x, y, ids, names = fit_abstention.collect([(GOLDEN, SEEDS, seeds_index)])
     _only_tune(inspected, golden)
