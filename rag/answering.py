@@ -7,13 +7,15 @@ its lead-in, a code block stays whole, a reference-table row keeps its name and 
 leads with the best unit of the best-ranked passage; units of lower passages follow only when they
 add something, and near-duplicates are dropped. A unit beside one already chosen is raised (the
 sentence after "check whether X" says how), one that only repeats the user's pasted command is
-lowered, and a title line, which states nothing, is never quoted. A question that asks for a fact gets the fact in
+lowered, and a title line, which states nothing, is never quoted. A list cut into pieces for size
+is completed first when the rest fits, and shows as one list under its lead-in. A question that asks for a fact gets the fact in
 one or two units; the "what it means / what to do / how to check" layout is kept for questions that
 report an error or ask for a fix. Deterministic for the same index and question.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -119,9 +121,17 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     chars = len(lead.unit.text)
     pool = [u for u in scored if u is not lead]
     while pool and len(chosen) < limit:
-        # The best remaining unit, a neighbour of a chosen one raised: the sentence after "check if
-        # there is a hung transaction" says how to check.
-        unit = max(pool, key=lambda u: (_with_neighbours(u, chosen, shape), -u.candidate_index, -u.unit.position))
+        # The rest of a list cut for size first; then the best remaining unit, a neighbour of a chosen one
+        # raised: the sentence after "check if there is a hung transaction" says how to check.
+        unit = max(
+            pool,
+            key=lambda u: (
+                _shared_lead_in(u, chosen) > 0,
+                _with_neighbours(u, chosen, shape),
+                -u.candidate_index,
+                -u.unit.position,
+            ),
+        )
         if _with_neighbours(unit, chosen, shape) < lead.score - shape.relative_cutoff:
             break
         pool.remove(unit)
@@ -130,12 +140,26 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         new_terms = unit.terms - seen_terms
         if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
             continue  # adds no fact the answer does not already state
-        if chars + len(unit.unit.text) > shape.max_chars:
+        cost = len(unit.unit.text) - _shared_lead_in(unit, chosen)
+        if chars + cost > shape.max_chars:
             continue
         chosen.append(unit)
         seen_terms |= unit.terms
-        chars += len(unit.unit.text)
+        chars += cost
     return _render(ranked.candidates, chosen, layout=query.intent == "troubleshoot")
+
+
+def _list_key(unit: _Scored) -> tuple[int, str] | None:
+    """Pieces of one list cut for size share their passage and lead-in."""
+    return (unit.candidate_index, unit.unit.parts[0]) if unit.unit.kind == "list" else None
+
+
+def _shared_lead_in(unit: _Scored, chosen: list[_Scored]) -> int:
+    """Characters of the unit already in the answer: the lead-in of a list piece shown with its sibling."""
+    key = _list_key(unit)
+    if key is None or not any(_list_key(other) == key for other in chosen):
+        return 0
+    return len(unit.unit.parts[0]) + 1
 
 
 def _repeats(terms: frozenset[str], asked: frozenset[str], share: float) -> bool:
@@ -226,11 +250,23 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
     blocks: list[str] = []
     current = ""
     named: set[int] = set()
+    # Pieces of one list cut for size show as one list: the lead-in once, then their items in text order.
+    pieces: dict[tuple[int, str], list[_Scored]] = {}
     for unit in ordered:
+        if (list_key := _list_key(unit)) is not None:
+            pieces.setdefault(list_key, []).append(unit)
+    for unit in ordered:
+        list_key = _list_key(unit)
+        if list_key is not None and pieces[list_key][0] is not unit:
+            continue  # shown with the first piece
         if grouped and unit.bucket != current:
             current = unit.bucket
             blocks.append(dict(_HEADINGS)[current])
-        block = render_unit(unit.unit, markers[unit.candidate_index])
+        shown = unit.unit
+        if list_key is not None and len(pieces[list_key]) > 1:
+            siblings = sorted(pieces[list_key], key=lambda p: p.unit.position)
+            shown = dataclasses.replace(shown, parts=(list_key[1], "\n".join(p.unit.parts[1] for p in siblings)))
+        block = render_unit(shown, markers[unit.candidate_index])
         key = _heading_key(candidates[unit.candidate_index].passage)
         # A setting or row names its own subject; a bare code block must start its line.
         prose = unit.unit.kind in ("sentence", "list")

@@ -253,6 +253,24 @@ def test_a_list_stays_with_its_lead_in():
     assert "- SCRAM-SHA-256" in draft.text and "- OAUTHBEARER" in draft.text
 
 
+def test_a_list_cut_for_size_is_shown_whole_with_its_lead_in_once():
+    """The best piece leads; the rest of the list comes next, before better-scoring units of other passages."""
+    axes = _Axes()
+    items = [
+        f"- For internal topics of kind {n}, the cleanup policy is {'compact' * 3} and {'x' * 120}." for n in range(5)
+    ]
+    text = "The following settings apply to internal topics:\n" + "\n".join(items)
+    pieces = build_units(text)
+    assert [u.kind for u in pieces] == ["list", "list"]  # cut at an item boundary, each piece with the lead-in
+    top = candidate(axes, "top", text, [0.5, 0.9])
+    other = candidate(axes, "other", OTHER, [0.85, 0.8])
+    draft = extract_answer(ranked([top, other]), shape(max_units_fact=3, max_chars=1100))
+    _check(draft)
+    first = _units(draft.text)[0]
+    assert first.count("The following settings apply") == 1
+    assert [line.split(" kind ")[1][0] for line in first.split("\n")[1:]] == ["0", "1", "2", "3", "4"]
+
+
 def test_a_command_renders_as_a_fenced_block():
     axes = _Axes()
     draft = extract_answer(ranked([candidate(axes, "cmd", COMMAND, [0.8, 0.1])]), shape(max_units_fact=1))
