@@ -6,11 +6,12 @@ their unit similarities) and builds each passage's evidence units (`rag.units`):
 its lead-in, a code block stays whole, a reference-table row keeps its name and default. The answer
 leads with the best unit of the best-ranked passage; units of lower passages follow only when they
 add something, and near-duplicates are dropped. A unit beside one already chosen is raised (the
-sentence after "check whether X" says how), one that only repeats the user's pasted command is
-lowered, and a title line, which states nothing, is never quoted. A list cut into pieces for size
-is completed first when the rest fits, and shows as one list under its lead-in. A question that asks for a fact gets the fact in
-one or two units; the "what it means / what to do / how to check" layout is kept for questions that
-report an error or ask for a fix. Deterministic for the same index and question.
+sentence after "check whether X" says how), one that only repeats the user's pasted command or log
+lines is lowered, and a title line, which states nothing, is never quoted. A list cut into pieces
+for size is completed first when the rest fits, and shows as one list under its lead-in. A question
+that asks for a fact gets the fact in one or two units; the "what it means / what to do / how to
+check" layout is kept for questions that report an error or ask for a fix. Deterministic for the
+same index and question.
 """
 
 from __future__ import annotations
