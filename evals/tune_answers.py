@@ -24,15 +24,17 @@ from evals.golden import GoldenItem, add_set_argument, load_golden, select_part
 from evals.metrics import facts_found, source_precision
 from rag import Assistant, Settings
 
-MAX_MEDIAN_CHARS = 900  # facts count only in concise answers
+# Facts count only in concise answers: the median answer must stay under 900 characters on new questions,
+# and on the Kafka docs the test part's median ran 31-37 characters above the tuning part's (two sessions).
+MAX_MEDIAN_CHARS = 860
 GRID: dict[str, tuple[float, ...]] = {
-    "max_units_fact": (1, 2, 3, 4, 5),
-    "max_units_troubleshoot": (2, 3, 4, 5, 6),
-    "unit_relative_cutoff": (0.05, 0.1, 0.15, 0.25, 0.4),
+    "max_units_fact": (2, 3, 4, 5, 6, 8),
+    "max_units_troubleshoot": (3, 4, 5, 6, 8),
+    "unit_relative_cutoff": (0.1, 0.25, 0.4, 0.6, 0.8),
     "unit_min_novelty": (0.2, 0.35, 0.5, 0.7),
     "unit_overlap_weight": (0.0, 0.15, 0.3, 0.6),
     "unit_identifier_weight": (0.0, 0.05, 0.1, 0.2),
-    "unit_rank_weight": (0.0, 0.05, 0.15, 0.3),
+    "unit_rank_weight": (0.0, 0.15, 0.3, 0.5, 0.8),
     "unit_neighbour_weight": (0.0, 0.05, 0.1, 0.2),
     "unit_echo_weight": (0.0, 0.1, 0.3, 0.5),
     "unit_echo_share": (0.6, 0.8, 0.9, 1.01),  # 1.01: never
