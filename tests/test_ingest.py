@@ -291,22 +291,28 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
     assert NEW_SENTENCE in loaded.chunks.column("text")[int(hits[0][0])].as_py()
 
 
-def test_a_new_units_version_re_embeds_everything(workspace, monkeypatch):
-    """Unit vectors of an index built with another unit splitter are never reused: they would not line up."""
-    corpus, index_dir = workspace
-    monkeypatch.setattr("rag.ingest.UNITS_VERSION", UNITS_VERSION + 1)
-    seen: list[tuple[list[str], frozenset[str]]] = []
+def _engine_calls(corpus: Path, index_dir: Path, config) -> list[tuple[list[str], frozenset[str], str, str]]:
+    """What `run_ingest` hands its engine: (files, known chunk ids, backend, chunk vectors); then stops it."""
+    seen = []
 
     class Seen(Exception):
         pass
 
     def recording_engine(files, config, known_ids, shards, progress):
-        seen.append((sorted(f.source_path for f in files), known_ids))
+        seen.append((sorted(f.source_path for f in files), known_ids, config.embed_backend, config.chunk_vectors))
         raise Seen
 
     with pytest.raises(Seen):
-        run_ingest([corpus], index_dir, default_ingest_config(), engine=recording_engine)
-    assert seen == [(sorted(p.name for p in corpus.iterdir()), frozenset())]
+        run_ingest([corpus], index_dir, config, engine=recording_engine)
+    return seen
+
+
+def test_a_new_units_version_re_embeds_everything(workspace, monkeypatch):
+    """Unit vectors of an index built with another unit splitter are never reused: they would not line up."""
+    corpus, index_dir = workspace
+    monkeypatch.setattr("rag.ingest.UNITS_VERSION", UNITS_VERSION + 1)
+    calls = _engine_calls(corpus, index_dir, default_ingest_config())
+    assert calls == [(sorted(p.name for p in corpus.iterdir()), frozenset(), "onnx", "text")]
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx-int8"])
@@ -314,38 +320,17 @@ def test_another_backend_re_embeds_everything(workspace, backend):
     """Vectors are reused only from the same backend, so the manifest's backend made every vector it lists."""
     corpus, index_dir = workspace
     assert read_manifest(index_dir)["model"]["backend"] == default_ingest_config().embed_backend == "onnx"
-    seen: list[tuple[list[str], frozenset[str], str]] = []
-
-    class Seen(Exception):
-        pass
-
-    def recording_engine(files, config, known_ids, shards, progress):
-        seen.append((sorted(f.source_path for f in files), known_ids, config.embed_backend))
-        raise Seen
-
-    config = dataclasses.replace(default_ingest_config(), embed_backend=backend)
-    with pytest.raises(Seen):
-        run_ingest([corpus], index_dir, config, engine=recording_engine)
-    assert seen == [(sorted(p.name for p in corpus.iterdir()), frozenset(), backend)]
+    calls = _engine_calls(corpus, index_dir, dataclasses.replace(default_ingest_config(), embed_backend=backend))
+    assert calls == [(sorted(p.name for p in corpus.iterdir()), frozenset(), backend, "text")]
 
 
 def test_unit_mean_chunk_vectors_re_embed_everything(workspace):
     """Chunk vectors made another way are never reused: the manifest's chunker says how each was made."""
     corpus, index_dir = workspace
     assert read_manifest(index_dir)["chunker"]["chunk_vectors"] == "text"
-    seen: list[tuple[list[str], frozenset[str]]] = []
-
-    class Seen(Exception):
-        pass
-
-    def recording_engine(files, config, known_ids, shards, progress):
-        seen.append((sorted(f.source_path for f in files), known_ids))
-        raise Seen
-
     config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean")
-    with pytest.raises(Seen):
-        run_ingest([corpus], index_dir, config, engine=recording_engine)
-    assert seen == [(sorted(p.name for p in corpus.iterdir()), frozenset())]
+    calls = _engine_calls(corpus, index_dir, config)
+    assert calls == [(sorted(p.name for p in corpus.iterdir()), frozenset(), "onnx", "unit-mean")]
 
 
 def test_removed_file_disappears_from_the_new_version(workspace):
