@@ -7,9 +7,9 @@ For each corpus (`seeds/`, and `../shared/corpora/kafka-docs/` when it exists):
      per worker, encode, collect), as chunks/s and texts/s, with Spark start-up and the model load
      measured on their own in this process to show their share;
   3. the same texts `embed_rows` encodes (each chunk's text, unless `--chunk-vectors unit-mean`, and
-     its evidence units, read back from the built index) encoded by one plain call of the same embedder (the configured
-     backend, `KAFKA_RAG_EMBED_BACKEND`) in this process: the stage / plain ratio is what Spark costs
-     over a single process;
+     its evidence units, read back from the built index) encoded by one plain call of the same embedder
+     (the configured backend, `KAFKA_RAG_EMBED_BACKEND`) in this process: the stage / plain ratio is
+     what Spark costs over a single process;
   4. an unchanged re-ingest through the same command, and its share of the cold one.
 
     .venv/bin/python benchmarks/ingest.py [--corpus seeds|kafka-docs|all] [--master 'local[*]']
