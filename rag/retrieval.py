@@ -287,13 +287,18 @@ class Retriever:
         # A sentence's capitalised first word counts as a name only when the corpus never uses it.
         openers = [name for name in query.opening_names if self._unknown_name(name)]
         focus = query.focus_identifiers
+        # An exception class the corpus never names is known when its error name is (`NotEnoughReplicasException`).
+        carried_errors = {e.name.replace("_", "") for e in query.error_names if self._identifier_lookup.carried(e.name)}
+        stands_for = {i for i in focus if i.removesuffix("exception").removesuffix("error") in carried_errors}
         return QueryEvidence(
             term_weights=weights,
             unknown_term_share=unknown,
             names=len(query.names) + len(openers),
             unknown_names=tuple(names + openers),
             focus_identifiers=len(focus),
-            unknown_focus_identifiers=sum(1 for i in focus if not self._identifier_lookup.carried(i)),
+            unknown_focus_identifiers=sum(
+                1 for i in focus if not self._identifier_lookup.carried(i) and i not in stands_for
+            ),
         )
 
     def _unknown_name(self, word: str) -> bool:

@@ -142,6 +142,8 @@ def test_a_pasted_exception_class_finds_the_error_it_stands_for(retriever, stage
     pool = retriever.retrieve(query, 20, "hybrid", stage)
     assert {"invalid_record_state", "invalidrecordstateexception"} <= pool.query.focus_identifiers
     assert "zorblatt_frobnication" not in pool.query.focus_identifiers  # the corpus does not carry it
+    # The seeds never spell InvalidRecordStateException, but its error name is known: only Zorblatt's is not.
+    assert pool.evidence.unknown_focus_identifiers == 1
     first = _top(pool)[0]
     assert first.passage.source_path == ERROR_PAGE, first.passage.heading
     assert first.feature("defines_identifier") == 1.0
