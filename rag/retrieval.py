@@ -6,6 +6,7 @@ Reads only immutable arrays of a `LoadedIndex`, so one `Retriever` serves concur
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -186,7 +187,8 @@ class Retriever:
     def _with_error_names(self, query: Query) -> Query:
         """`query` with the error names of its exception classes that this corpus carries (an error
         table row names `NOT_ENOUGH_REPLICAS`, the user pastes `NotEnoughReplicasException`)."""
-        carried = tuple(i for i in query.error_names if self._identifier_lookup.carried(i.name))
+        named = ((i, self._identifier_lookup.error_name(i.name)) for i in query.error_names)
+        carried = tuple(dataclasses.replace(i, name=name) for i, name in named if name is not None)
         return dataclasses.replace(query, identifiers=query.identifiers + carried) if carried else query
 
     def _record(self, row: int) -> dict:
@@ -288,7 +290,9 @@ class Retriever:
         openers = [name for name in query.opening_names if self._unknown_name(name)]
         focus = query.focus_identifiers
         # An exception class the corpus never names is known when its error name is (`NotEnoughReplicasException`).
-        carried_errors = {e.name.replace("_", "") for e in query.error_names if self._identifier_lookup.carried(e.name)}
+        carried_errors = {
+            e.name.replace("_", "") for e in query.error_names if self._identifier_lookup.error_name(e.name)
+        }
         stands_for = {i for i in focus if i.removesuffix("exception").removesuffix("error") in carried_errors}
         return QueryEvidence(
             term_weights=weights,
@@ -329,6 +333,7 @@ class _IdentifierLookup:
         counts = np.bincount(codes, minlength=len(encoded.dictionary))
         self._offsets = np.concatenate([[0], np.cumsum(counts)])
         self._code = {name: code for code, name in enumerate(encoded.dictionary.to_pylist())}
+        self._names = sorted(self._code)
         self._chunks = max(len(lists), 1)
 
     def rows(self, identifier: str) -> np.ndarray:
@@ -337,6 +342,22 @@ class _IdentifierLookup:
 
     def carried(self, identifier: str) -> bool:
         return identifier in self._code
+
+    def error_name(self, name: str) -> str | None:
+        """The carried error name an exception class's `name` stands for: itself, or the one name with one
+        more word (`GroupAuthorizationException` is `GROUP_AUTHORIZATION_FAILED`, `OutOfOrderSequenceException`
+        is `OUT_OF_ORDER_SEQUENCE_NUMBER`)."""
+        if self.carried(name):
+            return name
+        prefix = name + "_"
+        one_more: list[str] = []
+        for position in range(bisect.bisect_left(self._names, prefix), len(self._names)):
+            other = self._names[position]
+            if not other.startswith(prefix):
+                break
+            if "_" not in other[len(prefix) :]:
+                one_more.append(other)
+        return one_more[0] if len(one_more) == 1 else None
 
     def idf(self, identifier: str) -> float:
         carriers = len(self.rows(identifier))

@@ -149,6 +149,26 @@ def test_a_pasted_exception_class_finds_the_error_it_stands_for(retriever, stage
     assert first.feature("defines_identifier") == 1.0
 
 
+def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
+    """Kafka names `GroupAuthorizationException` for `GROUP_AUTHORIZATION_FAILED`; an exact name wins, and
+    a prefix shared by two longer names is not guessed."""
+    import pyarrow as pa
+
+    from rag.retrieval import _IdentifierLookup
+
+    lookup = _IdentifierLookup(
+        pa.chunked_array(
+            [[["group_authorization_failed"], ["not_enough_replicas", "not_enough_replicas_after_append"]],
+             [["invalid_x_one", "invalid_x_two"], ["out_of_order_sequence_number_of_record"]]]
+        )
+    )  # fmt: skip
+    assert lookup.error_name("group_authorization") == "group_authorization_failed"
+    assert lookup.error_name("not_enough_replicas") == "not_enough_replicas"
+    assert lookup.error_name("invalid_x") is None
+    assert lookup.error_name("out_of_order_sequence") is None  # two more words
+    assert lookup.error_name("zorblatt") is None
+
+
 def test_an_error_code_question_puts_the_defining_page_first(retriever, stage):
     pool = retriever.retrieve(parse_query("what does error code 121 mean?"), 20, "hybrid", stage)
     first = _top(pool)[0]
