@@ -24,7 +24,7 @@ from rag.errors import RetrievalError
 from rag.index_store import LoadedIndex
 from rag.lexical import bm25_scores, document_frequency, rows_holding, tokenize
 from rag.passages import Passage
-from rag.query import Query
+from rag.query import Query, QueryIdentifier
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
 
@@ -134,7 +134,10 @@ class Retriever:
             raise RetrievalError(f"Unknown retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        query = self._with_error_names(query)
+        errors = self._carried_errors(query)
+        if errors:  # searched and matched like the identifiers the user wrote, in the same place
+            named = tuple(dataclasses.replace(i, name=name) for i, name in errors.items())
+            query = dataclasses.replace(query, identifiers=query.identifiers + named)
         query_vector = self._queries.encode(query.text)
         timings["embed_query"] = elapsed_ms(started)
 
@@ -163,7 +166,7 @@ class Retriever:
         best_unit = {row: float(s.max()) if len(s) else dense_of[row] for row, s in unit_scores.items()}
         first = self._first_stage(mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage)
         order = sorted(first, key=lambda row: (-first[row], row))
-        evidence = self._query_evidence(query)
+        evidence = self._query_evidence(query, errors)
         matched_terms = self._matched_terms(rows, evidence.term_weights)
         features = self._features(
             query, mode, order, records, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
@@ -184,12 +187,12 @@ class Retriever:
         timings["features"] = elapsed_ms(started)
         return CandidatePool(query, mode, candidates, evidence, timings)
 
-    def _with_error_names(self, query: Query) -> Query:
-        """`query` with the error names of its exception classes that this corpus carries (an error
-        table row names `NOT_ENOUGH_REPLICAS`, the user pastes `NotEnoughReplicasException`)."""
-        named = ((i, self._identifier_lookup.error_name(i.name)) for i in query.error_names)
-        carried = tuple(dataclasses.replace(i, name=name) for i, name in named if name is not None)
-        return dataclasses.replace(query, identifiers=query.identifiers + carried) if carried else query
+    def _carried_errors(self, query: Query) -> dict[QueryIdentifier, str]:
+        """The error names of the query's exception classes that this corpus carries, each with the
+        corpus's spelling (an error table row names `NOT_ENOUGH_REPLICAS`, the user pastes
+        `NotEnoughReplicasException`)."""
+        named = {i: self._identifier_lookup.error_name(i.name) for i in query.error_names}
+        return {i: name for i, name in named.items() if name is not None}
 
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
@@ -279,7 +282,7 @@ class Retriever:
     def _document_frequency(self, token: str) -> int:
         return document_frequency(self.index.bm25, token)
 
-    def _query_evidence(self, query: Query) -> QueryEvidence:
+    def _query_evidence(self, query: Query, errors: dict[QueryIdentifier, str]) -> QueryEvidence:
         total = self.size or 1
         frequency = {t: self._document_frequency(t) for t in dict.fromkeys(query.tokens)}
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
@@ -290,9 +293,7 @@ class Retriever:
         openers = [name for name in query.opening_names if self._unknown_name(name)]
         focus = query.focus_identifiers
         # An exception class the corpus never names is known when its error name is (`NotEnoughReplicasException`).
-        carried_errors = {
-            e.name.replace("_", "") for e in query.error_names if self._identifier_lookup.error_name(e.name)
-        }
+        carried_errors = {e.name.replace("_", "") for e in errors}
         stands_for = {i for i in focus if i.removesuffix("exception").removesuffix("error") in carried_errors}
         return QueryEvidence(
             term_weights=weights,
