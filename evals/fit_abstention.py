@@ -135,8 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines = [
         "# Abstention fit (tuning parts only)",
         "",
-        f"Tuning questions: {len(y)} ({int((y == 0).sum())} unanswerable). Threshold chosen on cross-validated "
-        f"scores so that over-abstention stays at or under {MAX_OVER_ABSTENTION}.",
+        f"Tuning questions: {len(y)} ({int((y == 0).sum())} unanswerable). C chosen on cross-validated "
+        f"scores: the most unanswerable questions declined while over-abstention stays at or under "
+        f"{MAX_OVER_ABSTENTION}; the threshold below.",
         "",
         "| C | cross-validated AUC | abstention recall | over-abstention |",
         "|---|---|---|---|",
