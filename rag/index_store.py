@@ -41,7 +41,7 @@ from rag.identifiers import defined_identifiers
 from rag.lexical import load_bm25, write_bm25
 from rag.synthetic import SyntheticQuery, synthetic_queries
 from rag.units import UNITS_VERSION
-from rag.vector_index import VectorSearch, choose_index_type, write_vector_index
+from rag.vector_index import VectorFile, VectorSearch, choose_index_type, write_vector_index
 
 SCHEMA_VERSION = 2
 WRITE_BATCH_ROWS = 1024
@@ -304,14 +304,16 @@ class VersionWriter:
             self._units.close()
             (self.staging / UNIT_OFFSETS_FILE).write_bytes(np.asarray(self._offsets, dtype=np.int64).tobytes())
             shapes = {"chunks": self.rows, "units": self._offsets[-1], "dimension": self.dimension}
-            vectors, units, _ = _vector_files(self.staging, {"vectors": shapes})
+            # Built from files read block by block, not mapped: mapped pages would stay in the build's RSS.
+            shape = (self.rows, self.dimension)
+            vectors = VectorFile(self.staging / VECTORS_FILE, np.dtype(np.float32), shape)
+            units = VectorFile(self.staging / UNITS_FILE, np.dtype(np.float16), (shapes["units"], self.dimension))
             dense = choose_index_type(self.rows, self.flat_max, self.dimension)
             write_vector_index(vectors, dense, self.staging / FAISS_FILE)
             unit_index = choose_index_type(shapes["units"], self.flat_max, self.dimension)
             write_vector_index(units, unit_index, self.staging / UNITS_FAISS_FILE)
-            chunks = _open_chunks(self.staging)
-            write_bm25(_lexical_texts(chunks), self.staging / "bm25")
-            write_synthetic(chunks, self.staging / SYNTHETIC_FILE)
+            write_bm25(_lexical_texts(self.staging), self.staging / "bm25")
+            write_synthetic(self.staging, self.staging / SYNTHETIC_FILE)
             manifest = {
                 **manifest,
                 "schema_version": SCHEMA_VERSION,
@@ -354,11 +356,12 @@ def write_version(
         return writer.publish(manifest, before_publish)
 
 
-def write_synthetic(chunks: pa.Table, file: Path) -> None:
-    """The ranker's synthetic training queries for this version's chunks (`rag.synthetic`), a batch at a time."""
+def write_synthetic(path: Path, file: Path) -> None:
+    """The ranker's synthetic training queries for the chunks of the version at `path` (`rag.synthetic`),
+    a batch at a time."""
     schema = pa.schema([("query", pa.string()), ("chunk_id", pa.string()), ("kind", pa.string())])
     with pq.ParquetWriter(file, schema) as writer:
-        for batch in chunks.select(["chunk_id", "section_path", "text"]).to_batches(WRITE_BATCH_ROWS):
+        for batch in _chunk_batches(path, ["chunk_id", "section_path", "text"]):
             rows = [
                 {"query": q.query, "chunk_id": q.chunk_id, "kind": q.kind}
                 for record in batch.to_pylist()
@@ -375,10 +378,18 @@ def read_synthetic(path: Path) -> list[SyntheticQuery]:
     return [SyntheticQuery(**row) for row in pq.read_table(file).to_pylist()]
 
 
-def _lexical_texts(chunks: pa.Table) -> Iterator[str]:
-    for batch in chunks.select(["section_path", "text"]).to_batches(WRITE_BATCH_ROWS):
-        for path, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-            yield lexical_text(path, text)
+def _lexical_texts(path: Path) -> Iterator[str]:
+    for batch in _chunk_batches(path, ["section_path", "text"]):
+        for section_path, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            yield lexical_text(section_path, text)
+
+
+def _chunk_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The chunk table's batches as written (`WRITE_BATCH_ROWS` rows), read one at a time, not mapped."""
+    with pa.OSFile(str(path / CHUNKS_FILE)) as file:
+        reader = pa.ipc.open_file(file)
+        for number in range(reader.num_record_batches):
+            yield reader.get_batch(number).select(columns)
 
 
 def _open_chunks(path: Path) -> pa.Table:

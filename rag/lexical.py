@@ -12,7 +12,7 @@ import logging
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import numpy as np
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own logger to DEBUG on import
 
-SPILL_ENTRIES = 1 << 22  # (token, document, count) entries held at a time while the index is written (48 MB)
+SPILL_ENTRIES = 1 << 18  # (token, document, count) entries held at a time while the index is written (3 MB)
 BM25_FILES = {  # the file names bm25s.BM25.load reads
     "data": "data.csc.index.npy",
     "indices": "indices.csc.index.npy",
@@ -140,9 +140,10 @@ def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL
 
     bm25s' own `index` holds every document's token list as Python strings, and even compact arrays of
     every (token, document, count) entry grow to gigabytes at a million chunks. Here each document's
-    distinct token ids and counts go to a scratch file `spill_entries` at a time; the score matrix (CSC
-    by token, each token's rows sorted) is then written token range by token range, each range read back
-    from the scratch file in blocks, so no pass holds more than about `spill_entries` entries.
+    distinct token ids and counts are gathered `spill_entries` at a time, sorted by token and spilled to a
+    scratch file as one run. The score matrix (CSC by token, each token's rows in order) is then written
+    token range by token range, merging the runs in one pass: each run is read forward from where the
+    last range stopped, so no step holds much more than `spill_entries` entries, whatever the corpus.
     """
     directory.mkdir(parents=True, exist_ok=True)
     scratch = directory / ".postings"
@@ -150,18 +151,19 @@ def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL
     vocabulary: dict[str, int] = {}
     lengths = array("i")
     frequency = np.zeros(0, dtype=np.int64)
-    entries = 0
+    runs: list[int] = []  # entries per spilled run, in file order
     with scratch.open("wb") as spill:
         pending = {field: array("i") for field in ("token", "document", "count")}
 
         def flush() -> None:
-            nonlocal frequency, entries
+            nonlocal frequency
             block = np.column_stack([np.frombuffer(values, dtype=np.int32) for values in pending.values()])
-            block.tofile(spill)
+            pending.update({field: array("i") for field in pending})
+            block[np.argsort(block[:, 0], kind="stable")].tofile(spill)  # by token; documents stay in order
+            runs.append(len(block))
             counted = np.bincount(block[:, 0], minlength=len(vocabulary))
             counted[: len(frequency)] += frequency
-            frequency, entries = counted, entries + len(block)
-            pending.update({field: array("i") for field in pending})
+            frequency = counted
 
         for document, text in enumerate(texts):
             tokens = tokenize(text) or [""]
@@ -175,20 +177,23 @@ def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL
         flush()
     frequency = np.pad(frequency, (0, len(vocabulary) - len(frequency)))
     doc_length = np.frombuffer(lengths, dtype=np.int32).astype(np.float32)
-    total = len(doc_length)
+    total, entries = len(doc_length), sum(runs)
     idf = np.log(1 + (total - frequency + 0.5) / (frequency + 0.5)).astype(np.float32)
     norm = bm25.k1 * (1 - bm25.b + bm25.b * doc_length / (float(doc_length.mean()) if total else 1.0))
     indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(frequency, out=indptr[1:])
-    with (directory / BM25_FILES["data"]).open("wb") as data, (directory / BM25_FILES["indices"]).open("wb") as rows:
+    with (
+        (directory / BM25_FILES["data"]).open("wb") as data,
+        (directory / BM25_FILES["indices"]).open("wb") as rows,
+        _RunReader(scratch, runs, read_entries=max(1, spill_entries // max(1, len(runs)))) as postings,
+    ):
         np.lib.format.write_array_header_1_0(data, _npy_header(np.float32, entries))
         np.lib.format.write_array_header_1_0(rows, _npy_header(np.int32, entries))
         first = 0
         while first < len(vocabulary):  # tokens [first, last) hold at most `spill_entries` entries (or one token)
             last = max(first + 1, int(np.searchsorted(indptr, indptr[first] + spill_entries, side="right")) - 1)
-            kept = [block[(block[:, 0] >= first) & (block[:, 0] < last)] for block in _blocks(scratch, spill_entries)]
-            part = np.concatenate(kept) if kept else np.zeros((0, 3), dtype=np.int32)
-            part = part[np.argsort(part[:, 0], kind="stable")]  # by token; documents stay in order
+            part = postings.below(last)
+            part = part[np.argsort(part[:, 0], kind="stable")]  # by token; the runs, and so documents, stay in order
             token_ids, documents, counts = part[:, 0], part[:, 1], part[:, 2].astype(np.float32)
             data.write((idf[token_ids] * counts / (counts + norm[documents])).astype(np.float32).tobytes())
             rows.write(documents.astype(np.int32).tobytes())
@@ -201,11 +206,37 @@ def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL
     (directory / BM25_FILES["params"]).write_text(json.dumps(params, indent=4), "utf-8")
 
 
-def _blocks(path: Path, rows: int) -> Iterator[np.ndarray]:
-    """The scratch file's (token, document, count) entries, `rows` at a time, read (not mapped)."""
-    with path.open("rb") as file:
-        while len(block := np.fromfile(file, dtype=np.int32, count=rows * 3)):
-            yield block.reshape(-1, 3)
+class _RunReader:
+    """Reads the scratch file's runs of (token, document, count) entries, each sorted by token, forward
+    in step: `below(last)` returns every entry not yet returned whose token is below `last`, run after
+    run. Each run is read (not mapped) `read_entries` at a time from where it stopped."""
+
+    def __init__(self, path: Path, runs: list[int], read_entries: int) -> None:
+        self._file = path.open("rb")
+        starts = np.concatenate(([0], np.cumsum(runs)[:-1])).astype(np.int64) if runs else np.zeros(0, np.int64)
+        self._next = [int(s) for s in starts]  # the next unread entry of each run
+        self._end = [int(s) + n for s, n in zip(starts, runs, strict=True)]
+        self._held = [np.zeros((0, 3), np.int32) for _ in runs]
+        self._read_entries = read_entries
+
+    def __enter__(self) -> _RunReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def below(self, last: int) -> np.ndarray:
+        parts = []
+        for run, held in enumerate(self._held):
+            while self._next[run] < self._end[run] and (not len(held) or held[-1, 0] < last):
+                count = min(self._read_entries, self._end[run] - self._next[run])
+                self._file.seek(self._next[run] * 12)  # three int32 per entry
+                held = np.concatenate((held, np.fromfile(self._file, dtype=np.int32, count=count * 3).reshape(-1, 3)))
+                self._next[run] += count
+            cut = int(np.searchsorted(held[:, 0], last))
+            parts.append(held[:cut])
+            self._held[run] = held[cut:]
+        return np.concatenate(parts) if parts else np.zeros((0, 3), np.int32)
 
 
 def _npy_header(dtype: Any, length: int) -> dict[str, Any]:

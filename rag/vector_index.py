@@ -1,15 +1,16 @@
 """Nearest-neighbour search over a vector file: exact while cheap, IVF with 4-bit codes and an exact re-rank above.
 
-The vectors live in a file of the version folder (`rag.index_store`), memory-mapped: the FAISS index
-is built from it block by block (an approximate one is trained on a sample first, then filled block
-by block, the autofaiss approach), and an approximate search re-scores its candidates from the same
-file, so the compact codes only have to find the neighbourhood. Neither building nor serving holds all
+The vectors live in a file of the version folder (`rag.index_store`). The FAISS index is built from it
+read block by block (an approximate one is trained on a sample first, then filled block by block, the
+autofaiss approach); serving memory-maps it, and an approximate search re-scores its candidates from
+it, so the compact codes only have to find the neighbourhood. Neither building nor serving holds all
 vectors in memory.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import faiss
 import numpy as np
 
 BLOCK_ROWS = 16_384  # vectors read, converted and added at a time
+PLACE_ROWS = 131_072  # codes placed at a time (~200 bytes each): fewer, longer writes per list
 TRAIN_PER_LIST = 40  # k-means needs ~39 points per centroid (FAISS warns below); more only slows training
 TRAIN_MIN = 10_240  # and the 4-bit codes' per-dimension ranges want a broad sample
 IVF_NPROBE = 32  # benchmarks/scale.py: recall@10 against exact search at 10^5 and 10^6 chunks
@@ -47,8 +49,45 @@ def choose_index_type(count: int, flat_max: int, dimension: int) -> dict[str, An
     }
 
 
-def write_vector_index(vectors: np.ndarray, spec: Mapping[str, Any], path: Path, seed: int = 0) -> None:
-    """Write a FAISS index over `vectors` (any float dtype, usually a memory map) to `path`.
+@dataclass(frozen=True)
+class VectorFile:
+    """A row-major file of vectors (no header) that a build reads with plain reads, block by block.
+
+    Pages of a memory map that a process has touched count in its RSS until it unmaps them; a build
+    passes over its vector files once or twice, so reading them keeps its memory at a block's worth
+    however big the files are. Serving maps them instead (`rag.index_store`): it touches few rows.
+    """
+
+    path: Path
+    dtype: np.dtype
+    shape: tuple[int, int]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: slice | np.ndarray) -> np.ndarray:
+        """The rows of a slice, or of an ascending array of row numbers (read block by block)."""
+        if isinstance(rows, slice):
+            start, stop, _ = rows.indices(len(self))
+            return self._read(start, max(0, stop - start))
+        rows = np.asarray(rows, dtype=np.int64)
+        blocks = rows // BLOCK_ROWS
+        picked = [
+            self._read(int(block) * BLOCK_ROWS, BLOCK_ROWS)[rows[blocks == block] - int(block) * BLOCK_ROWS]
+            for block in np.unique(blocks)
+        ]
+        return np.concatenate(picked) if picked else np.zeros((0, self.shape[1]), self.dtype)
+
+    def _read(self, start: int, count: int) -> np.ndarray:
+        dimension = self.shape[1]
+        count = max(0, min(count, len(self) - start))
+        with self.path.open("rb") as file:
+            file.seek(start * dimension * np.dtype(self.dtype).itemsize)
+            return np.fromfile(file, dtype=self.dtype, count=count * dimension).reshape(count, dimension)
+
+
+def write_vector_index(vectors: np.ndarray | VectorFile, spec: Mapping[str, Any], path: Path, seed: int = 0) -> None:
+    """Write a FAISS index over `vectors` (any float dtype, usually a `VectorFile`) to `path`.
 
     An exact index is at most `flat_max` vectors and is built in memory. An IVF index is trained on a
     sample and then written list by list without ever holding its codes in memory (they are ~200 bytes
@@ -68,29 +107,31 @@ def write_vector_index(vectors: np.ndarray, spec: Mapping[str, Any], path: Path,
     _write_ivf(faiss.extract_index_ivf(index), vectors, path)
 
 
-def _block(vectors: np.ndarray, rows: Any) -> np.ndarray:
+def _block(vectors: np.ndarray | VectorFile, rows: Any) -> np.ndarray:
     return np.ascontiguousarray(vectors[rows], dtype=np.float32)
 
 
-def _write_ivf(index: faiss.IndexIVF, vectors: np.ndarray, path: Path) -> None:
+def _write_ivf(index: faiss.IndexIVF, vectors: np.ndarray | VectorFile, path: Path) -> None:
     """The file `faiss.write_index` writes for `index` after `index.add(vectors)`, written in two passes.
 
     Pass one encodes the vectors block by block into a scratch file (each code starts with its list
-    number, as `sa_encode` gives it). Pass two places every code and row id where its list lives in the
-    file, through a memory map: FAISS stores each list's codes, then its ids, list after list, in the
-    order they were added. Memory stays at a block's worth (plus the training sample) whatever the count.
+    number, as `sa_encode` gives it). Pass two reads the codes back a block at a time and writes each
+    list's run of codes, and of row ids, where that list lives in the file: FAISS stores each list's
+    codes, then its ids, list after list, in the order they were added. Files are read and written, not
+    mapped, so memory stays at a block's worth (plus the training sample) whatever the count.
     """
     count = len(vectors)
     nlist, code_size = int(index.nlist), int(index.code_size)
     prefix = ((nlist - 1).bit_length() + 7) // 8  # bytes of the list number before each code (FAISS's coarse code)
+    width = prefix + code_size
     scratch = path.with_name(path.name + ".codes")
     try:
-        encoded = np.lib.format.open_memmap(scratch, mode="w+", dtype=np.uint8, shape=(count, prefix + code_size))
         sizes = np.zeros(nlist, np.int64)
-        for start in range(0, count, BLOCK_ROWS):
-            block = index.sa_encode(_block(vectors, slice(start, start + BLOCK_ROWS)))
-            encoded[start : start + len(block)] = block
-            sizes += np.bincount(_list_numbers(block, prefix), minlength=nlist)
+        with scratch.open("wb") as codes:
+            for start in range(0, count, BLOCK_ROWS):
+                block = index.sa_encode(_block(vectors, slice(start, start + BLOCK_ROWS)))
+                block.tofile(codes)
+                sizes += np.bincount(_list_numbers(block, prefix), minlength=nlist)
         index.ntotal = count  # the header's count; the (empty) lists are replaced below
         header = faiss.serialize_index(index).tobytes()
         empty_lists = b"ilar" + struct.pack("<QQ", nlist, code_size) + b"sprs" + struct.pack("<Q", 0)
@@ -99,27 +140,28 @@ def _write_ivf(index: faiss.IndexIVF, vectors: np.ndarray, path: Path) -> None:
         lists_header = b"ilar" + struct.pack("<QQ", nlist, code_size) + _list_sizes(sizes)
         body_start = len(header) - len(empty_lists) + len(lists_header)
         list_bytes = sizes * (code_size + 8)
-        with path.open("wb") as out:
+        list_start = body_start + np.concatenate(([0], np.cumsum(list_bytes)[:-1]))
+        filled = np.zeros(nlist, np.int64)
+        with path.open("wb") as out, scratch.open("rb") as codes:
             out.write(header[: -len(empty_lists)] + lists_header)
             out.truncate(body_start + int(list_bytes.sum()))
-        body = np.memmap(path, dtype=np.uint8, mode="r+", offset=body_start, shape=(int(list_bytes.sum()),))
-        list_start = np.concatenate(([0], np.cumsum(list_bytes)[:-1]))
-        filled = np.zeros(nlist, np.int64)
-        for start in range(0, count, BLOCK_ROWS):
-            block = np.asarray(encoded[start : start + BLOCK_ROWS])
-            lists = _list_numbers(block, prefix)
-            order = np.argsort(lists, kind="stable")
-            ordered = lists[order]
-            first = np.searchsorted(ordered, ordered)  # where each row's list begins in `ordered`
-            slot = filled[ordered] + np.arange(len(ordered)) - first
-            filled += np.bincount(lists, minlength=nlist)
-            codes_at = list_start[ordered] + slot * code_size
-            body[codes_at[:, None] + np.arange(code_size)] = block[order, prefix:]
-            ids_at = list_start[ordered] + sizes[ordered] * code_size + slot * 8
-            ids = (start + order).astype("<i8").view(np.uint8).reshape(-1, 8)
-            body[ids_at[:, None] + np.arange(8)] = ids
-        body.flush()
-        del body
+            start = 0
+            while len(block := np.fromfile(codes, dtype=np.uint8, count=PLACE_ROWS * width)):
+                block = block.reshape(-1, width)
+                lists = _list_numbers(block, prefix)
+                order = np.argsort(lists, kind="stable")
+                ordered = lists[order]
+                codes_of = block[order, prefix:]
+                ids_of = (start + order).astype("<i8")
+                runs = np.flatnonzero(np.diff(ordered, prepend=-1))  # where each list's run begins
+                for first, end in zip(runs, [*runs[1:], len(order)], strict=True):
+                    number = int(ordered[first])
+                    slot = int(filled[number])
+                    os.pwrite(out.fileno(), codes_of[first:end].tobytes(), int(list_start[number]) + slot * code_size)
+                    ids_at = int(list_start[number] + sizes[number] * code_size) + slot * 8
+                    os.pwrite(out.fileno(), ids_of[first:end].tobytes(), ids_at)
+                    filled[number] += end - first
+                start += len(block)
     finally:
         scratch.unlink(missing_ok=True)
 

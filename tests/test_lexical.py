@@ -107,10 +107,11 @@ def test_postings_give_each_rows_terms_and_document_frequencies(tmp_path):
     assert rows_holding(loaded, "share", np.asarray([], dtype=np.int64)).tolist() == []
 
 
-@pytest.mark.parametrize("spill_entries", [7, 1 << 22])
+@pytest.mark.parametrize("spill_entries", [7, 300, 1 << 22])
 def test_the_spilling_build_scores_exactly_as_bm25s_own_index(tmp_path, spill_entries):
-    """Postings spilled to disk and written token range by token range, in ranges of a few entries (a
-    token's postings bigger than a range among them) or in one: bm25s' own scores, from bm25s' loader."""
+    """Postings spilled to disk in sorted runs and merged token range by token range, in ranges of a few
+    entries (a token's postings bigger than a range among them; each run read an entry or a few at a
+    time) or in one: bm25s' own scores, from bm25s' loader."""
     texts = [*TEXTS, "", "the a of", *(p.read_text(encoding="utf-8")[:4000] for p in sorted(SEEDS.iterdir()))]
     reference = bm25s.BM25()
     reference.index([tokenize(t) or [""] for t in texts], show_progress=False)

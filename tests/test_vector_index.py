@@ -15,6 +15,7 @@ from rag.vector_index import (
     REFINE,
     TRAIN_MIN,
     TRAIN_PER_LIST,
+    VectorFile,
     VectorSearch,
     choose_index_type,
     write_vector_index,
@@ -81,12 +82,18 @@ def test_tiny_and_empty_sets(tmp_path, count):
 
 
 @pytest.mark.parametrize("distinct", [20_000, 10])  # most lists hold codes / most are empty (FAISS's two layouts)
-def test_the_streamed_ivf_file_is_the_one_faiss_writes(tmp_path, distinct):
-    """The IVF writer places codes list by list through a memory map; FAISS must read it as its own file."""
+@pytest.mark.parametrize("place_rows", [131_072, 3_000])  # codes placed in one pass, or in several
+def test_the_streamed_ivf_file_is_the_one_faiss_writes(tmp_path, monkeypatch, distinct, place_rows):
+    """The IVF writer reads its vectors from a file and writes each list's codes where they belong; FAISS
+    must read the result as its own file."""
+    monkeypatch.setattr("rag.vector_index.PLACE_ROWS", place_rows)
     count, lists = 20_000, 64
     vectors = _clustered(distinct, seed=3)[np.arange(count) % distinct]
+    vectors.astype(np.float16).tofile(tmp_path / "vectors.f16")
+    vectors = vectors.astype(np.float16).astype(np.float32)  # what the writer reads back
     spec = {"type": f"IVF{lists},SQ4", "nlist": lists}
-    write_vector_index(vectors, spec, tmp_path / "streamed.faiss", seed=5)
+    stored = VectorFile(tmp_path / "vectors.f16", np.dtype(np.float16), vectors.shape)
+    write_vector_index(stored, spec, tmp_path / "streamed.faiss", seed=5)
     reference = faiss.index_factory(DIMENSION, spec["type"], faiss.METRIC_INNER_PRODUCT)
     size = min(count, max(TRAIN_MIN, lists * TRAIN_PER_LIST))
     reference.train(vectors[np.sort(np.random.default_rng(5).choice(count, size=size, replace=False))])
@@ -94,4 +101,16 @@ def test_the_streamed_ivf_file_is_the_one_faiss_writes(tmp_path, distinct):
         reference.add(vectors[start : start + BLOCK_ROWS])
     faiss.write_index(reference, str(tmp_path / "reference.faiss"))
     assert (tmp_path / "streamed.faiss").read_bytes() == (tmp_path / "reference.faiss").read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["reference.faiss", "streamed.faiss"]  # no scratch left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reference.faiss", "streamed.faiss", "vectors.f16"]
+
+
+def test_a_vector_file_reads_slices_and_sorted_rows(tmp_path):
+    vectors = _clustered(BLOCK_ROWS * 2 + 5, seed=4)
+    vectors.tofile(tmp_path / "vectors.f32")
+    stored = VectorFile(tmp_path / "vectors.f32", np.dtype(np.float32), vectors.shape)
+    assert len(stored) == len(vectors)
+    np.testing.assert_array_equal(stored[BLOCK_ROWS - 2 : BLOCK_ROWS + 3], vectors[BLOCK_ROWS - 2 : BLOCK_ROWS + 3])
+    np.testing.assert_array_equal(stored[len(vectors) - 3 : len(vectors) + 10], vectors[-3:])  # clipped at the end
+    rows = np.asarray([0, 7, BLOCK_ROWS - 1, BLOCK_ROWS, 2 * BLOCK_ROWS + 4])
+    np.testing.assert_array_equal(stored[rows], vectors[rows])
+    assert stored[np.zeros(0, np.int64)].shape == (0, DIMENSION)
