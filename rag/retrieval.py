@@ -156,6 +156,7 @@ class Retriever:
         started = time.perf_counter()
         wanted = {i.name for i in query.identifiers}
         matched = self._identifier_lookup.matches(wanted) if mode == "hybrid" else {}
+        matched = self._strongest(matched, query_vector, depth)
         unit_order = self._unit_order(query_vector, depth) if mode == "hybrid" else []
         rows = sorted({*dense_order, *lexical_order, *matched, *unit_order})  # ascending reads from the maps
         records = {row: self._record(row) for row in rows}
@@ -197,6 +198,23 @@ class Retriever:
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
         return self._batches[batch].slice(row - int(self._batch_starts[batch]), 1).to_pylist()[0]
+
+    def _strongest(
+        self, matched: dict[int, frozenset[str]], query_vector: np.ndarray, depth: int
+    ) -> dict[int, frozenset[str]]:
+        """The `depth` rows the identifier channel ranks first (most identifier weight, then closest to the
+        question), as the other channels hand down their top `depth`. A tool or setting name can sit in
+        thousands of chunks of a big corpus, and every candidate costs its features (at 10^6 chunks a
+        question naming `kafka-topics.sh` took 8,500 candidates and 1.4 s)."""
+        if len(matched) <= depth:
+            return matched
+        rows = sorted(matched)  # ascending reads from the vector map
+        closeness = dict(
+            zip(rows, (np.asarray(self.index.vectors[rows], np.float32) @ query_vector).tolist(), strict=True)
+        )
+        strength = {row: sum(self._identifier_lookup.idf(i) for i in ids) for row, ids in matched.items()}
+        kept = sorted(rows, key=lambda row: (-strength[row], -closeness[row], row))[:depth]
+        return {row: matched[row] for row in kept}
 
     def _unit_order(self, query_vector: np.ndarray, depth: int) -> list[int]:
         """Chunks by their best evidence unit over the whole corpus: finds the one sentence or row that
