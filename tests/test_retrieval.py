@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -120,6 +121,25 @@ def test_identifier_candidates_are_every_chunk_carrying_the_identifier(retriever
     }
     pool = retriever.retrieve(query, 40, "hybrid", stage)
     assert carriers and carriers <= {c.passage.chunk_id for c in pool.candidates}
+
+
+def test_the_identifier_channel_hands_down_at_most_depth_candidates(retriever, stage):
+    """A name carried by more chunks than the depth (a tool or setting in a big corpus) brings only its
+    strongest carriers, as the other channels bring their top `depth`: every channel gives at most one
+    candidate here, where the identifier's eight or so carriers would otherwise all come."""
+    carriers = {
+        chunk_id
+        for chunk_id, identifiers in zip(
+            retriever.index.chunks.column("chunk_id").to_pylist(),
+            retriever.index.chunks.column("identifiers").to_pylist(),
+            strict=True,
+        )
+        if "commit.interval.ms" in identifiers
+    }
+    narrow = dataclasses.replace(stage, candidates=1)
+    pool = retriever.retrieve(parse_query("commit.interval.ms"), 1, "hybrid", narrow)
+    assert len(carriers) > 4 >= len(pool.candidates)
+    assert carriers & {c.passage.chunk_id for c in pool.candidates}
 
 
 def test_a_focus_identifier_puts_its_passage_first(retriever, stage):
