@@ -212,7 +212,8 @@ class Retriever:
         closeness = dict(
             zip(rows, (np.asarray(self.index.vectors[rows], np.float32) @ query_vector).tolist(), strict=True)
         )
-        strength = {row: sum(self._identifier_lookup.idf(i) for i in ids) for row, ids in matched.items()}
+        idf = {i: self._identifier_lookup.idf(i) for i in set().union(*matched.values())}
+        strength = {row: sum(idf[i] for i in ids) for row, ids in matched.items()}
         kept = sorted(rows, key=lambda row: (-strength[row], -closeness[row], row))[:depth]
         return {row: matched[row] for row in kept}
 
