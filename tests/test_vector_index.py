@@ -101,6 +101,7 @@ def test_the_streamed_ivf_file_is_the_one_faiss_writes(tmp_path, monkeypatch, di
         reference.add(vectors[start : start + BLOCK_ROWS])
     faiss.write_index(reference, str(tmp_path / "reference.faiss"))
     assert (tmp_path / "streamed.faiss").read_bytes() == (tmp_path / "reference.faiss").read_bytes()
+    # No scratch file left behind.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["reference.faiss", "streamed.faiss", "vectors.f16"]
 
 
