@@ -108,17 +108,21 @@ def test_matched_terms_and_identifiers_are_the_questions(retriever, stage):
     assert any(candidate.identifiers for candidate in pool.candidates)
 
 
-def test_identifier_candidates_are_every_chunk_carrying_the_identifier(retriever, stage):
-    query = parse_query("INVALID_RECORD_STATE")
-    carriers = {
+def _carriers(retriever, identifier: str) -> set[str]:
+    """The chunk ids whose identifiers include `identifier`."""
+    chunks = retriever.index.chunks
+    return {
         chunk_id
         for chunk_id, identifiers in zip(
-            retriever.index.chunks.column("chunk_id").to_pylist(),
-            retriever.index.chunks.column("identifiers").to_pylist(),
-            strict=True,
+            chunks.column("chunk_id").to_pylist(), chunks.column("identifiers").to_pylist(), strict=True
         )
-        if "invalid_record_state" in identifiers
+        if identifier in identifiers
     }
+
+
+def test_identifier_candidates_are_every_chunk_carrying_the_identifier(retriever, stage):
+    query = parse_query("INVALID_RECORD_STATE")
+    carriers = _carriers(retriever, "invalid_record_state")
     pool = retriever.retrieve(query, 40, "hybrid", stage)
     assert carriers and carriers <= {c.passage.chunk_id for c in pool.candidates}
 
@@ -127,15 +131,7 @@ def test_the_identifier_channel_hands_down_at_most_depth_candidates(retriever, s
     """A name carried by more chunks than the depth (a tool or setting in a big corpus) brings only its
     strongest carriers, as the other channels bring their top `depth`: every channel gives at most one
     candidate here, where the identifier's eight or so carriers would otherwise all come."""
-    carriers = {
-        chunk_id
-        for chunk_id, identifiers in zip(
-            retriever.index.chunks.column("chunk_id").to_pylist(),
-            retriever.index.chunks.column("identifiers").to_pylist(),
-            strict=True,
-        )
-        if "commit.interval.ms" in identifiers
-    }
+    carriers = _carriers(retriever, "commit.interval.ms")
     narrow = dataclasses.replace(stage, candidates=1)
     pool = retriever.retrieve(parse_query("commit.interval.ms"), 1, "hybrid", narrow)
     assert len(carriers) > 4 >= len(pool.candidates)
