@@ -156,16 +156,18 @@ class Retriever:
         started = time.perf_counter()
         wanted = {i.name for i in query.identifiers}
         matched = self._identifier_lookup.matches(wanted) if mode == "hybrid" else {}
-        matched = self._strongest(matched, query_vector, depth)
+        identifier_order = self._identifier_order(matched, query_vector, depth)
         unit_order = self._unit_order(query_vector, depth) if mode == "hybrid" else []
-        rows = sorted({*dense_order, *lexical_order, *matched, *unit_order})  # ascending reads from the maps
+        rows = sorted({*dense_order, *lexical_order, *identifier_order, *unit_order})  # ascending reads from the maps
         records = {row: self._record(row) for row in rows}
         dense_scores = np.asarray(self.index.vectors[rows], dtype=np.float32) @ query_vector
         dense_of = dict(zip(rows, dense_scores.tolist(), strict=True))
         unit_vectors = {row: self.index.unit_vectors(row) for row in rows}
         unit_scores = {row: vectors @ query_vector for row, vectors in unit_vectors.items()}
         best_unit = {row: float(s.max()) if len(s) else dense_of[row] for row, s in unit_scores.items()}
-        first = self._first_stage(mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage)
+        first = self._first_stage(
+            mode, dense_order, lexical_order, identifier_order, dense_of, unit_order, lexical, stage
+        )
         order = sorted(first, key=lambda row: (-first[row], row))
         evidence = self._query_evidence(query, errors)
         matched_terms = self._matched_terms(rows, evidence.term_weights)
@@ -199,23 +201,20 @@ class Retriever:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
         return self._batches[batch].slice(row - int(self._batch_starts[batch]), 1).to_pylist()[0]
 
-    def _strongest(
-        self, matched: dict[int, frozenset[str]], query_vector: np.ndarray, depth: int
-    ) -> dict[int, frozenset[str]]:
-        """The `depth` rows the identifier channel ranks first (most identifier weight, then closest to the
-        question), as the other channels hand down their top `depth`. A tool or setting name can sit in
+    def _identifier_order(self, matched: dict[int, frozenset[str]], query_vector: np.ndarray, depth: int) -> list[int]:
+        """Rows carrying the question's identifiers, most identifier weight first, then closest to the
+        question: the top `depth`, as the other channels hand down theirs. A tool or setting name can sit in
         thousands of chunks of a big corpus, and every candidate costs its features (at 10^6 chunks a
         question naming `kafka-topics.sh` took 8,500 candidates and 1.4 s)."""
-        if len(matched) <= depth:
-            return matched
+        if not matched:
+            return []
         rows = sorted(matched)  # ascending reads from the vector map
         closeness = dict(
             zip(rows, (np.asarray(self.index.vectors[rows], np.float32) @ query_vector).tolist(), strict=True)
         )
         idf = {i: self._identifier_lookup.idf(i) for i in set().union(*matched.values())}
         strength = {row: sum(idf[i] for i in ids) for row, ids in matched.items()}
-        kept = sorted(rows, key=lambda row: (-strength[row], -closeness[row], row))[:depth]
-        return {row: matched[row] for row in kept}
+        return sorted(rows, key=lambda row: (-strength[row], -closeness[row], row))[:depth]
 
     def _unit_order(self, query_vector: np.ndarray, depth: int) -> list[int]:
         """Chunks by their best evidence unit over the whole corpus: finds the one sentence or row that
@@ -233,7 +232,7 @@ class Retriever:
                 held[row].add(term)
         return {row: frozenset(terms) for row, terms in held.items()}
 
-    def _first_stage(self, mode, dense_order, lexical_order, matched, dense_of, unit_order, lexical, stage):
+    def _first_stage(self, mode, dense_order, lexical_order, identifier_order, dense_of, unit_order, lexical, stage):
         if mode == "dense":
             return {row: float(dense_of[row]) for row in dense_order}
         if mode == "bm25":
@@ -246,8 +245,7 @@ class Retriever:
 
         add(dense_order, stage.dense)
         add(lexical_order, stage.bm25)
-        strength = {row: sum(self._identifier_lookup.idf(i) for i in ids) for row, ids in matched.items()}
-        add(sorted(strength, key=lambda row: (-strength[row], -dense_of[row], row)), stage.identifier)
+        add(identifier_order, stage.identifier)
         add(unit_order, stage.sentence)
         return fused
 
