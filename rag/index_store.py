@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rag.chunking import lexical_text
@@ -183,34 +184,94 @@ def read_manifest(index_dir: Path) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class StoredVersion:
-    """A published version's rows and vectors, memory-mapped: what a re-ingest carries over from it."""
+    """A published version's rows and vectors: what a re-ingest carries over from it.
+
+    Read with plain reads, batch by batch, not mapped: a re-ingest passes over the whole version once,
+    and every page of a map it touched would count in its RSS (`VectorFile`), so a re-ingest of a big
+    index would hold a copy of it. What it keeps is a batch, whatever the version's size.
+    """
 
     path: Path
-    chunks: pa.Table
-    vectors: np.ndarray
-    units: np.ndarray
-    unit_offsets: np.ndarray
+    vectors: VectorFile
+    units: VectorFile
+    unit_offsets: VectorFile  # one column: row i's units are units[offsets[i] : offsets[i + 1]]
 
     @classmethod
     def open(cls, path: Path) -> StoredVersion:
         """A version's chunk table and vector files; an `IndexStoreError` naming the file when one is damaged."""
-        return cls(path, *_open_tables(path, read_version_manifest(path)))
+        shapes = read_version_manifest(path)["vectors"]
+        dimension, chunks, units = int(shapes["dimension"]), int(shapes["chunks"]), int(shapes["units"])
+        for part in (CHUNKS_FILE, VECTORS_FILE, UNITS_FILE, UNIT_OFFSETS_FILE):
+            _require(path / part)
+        _check_rows(path / CHUNKS_FILE, chunks)
+        return cls(
+            path,
+            _sized(VectorFile(path / VECTORS_FILE, np.dtype(np.float32), (chunks, dimension))),
+            _sized(VectorFile(path / UNITS_FILE, np.dtype(np.float16), (units, dimension))),
+            _sized(VectorFile(path / UNIT_OFFSETS_FILE, np.dtype(np.int64), (chunks + 1, 1))),
+        )
+
+    def column(self, name: str) -> list[Any]:
+        """One column of the chunk table, in stored order."""
+        return [value for batch in _chunk_batches(self.path, [name]) for value in batch.column(0).to_pylist()]
+
+    def rows_of_sources(self, source_paths: Iterable[str]) -> dict[str, int]:
+        """Chunk id to row number, for the chunks of `source_paths` only: a lookup sized by those files."""
+        wanted = pa.array(sorted(set(source_paths)), pa.string())
+        found: dict[str, int] = {}
+        row = 0
+        for batch in _chunk_batches(self.path, ["chunk_id", "source_path"]):
+            mask = pc.is_in(batch.column(1), value_set=wanted).to_numpy(zero_copy_only=False)
+            for offset in np.flatnonzero(mask).tolist():
+                found[batch.column(0)[offset].as_py()] = row + offset
+            row += batch.num_rows
+        return found
 
     def row_vectors(self, row: int) -> dict[str, np.ndarray]:
         """Chunk row `row`'s `vector` and `unit_vectors` (float32)."""
-        offsets = self.unit_offsets
+        first, last = self.unit_offsets[row : row + 2].ravel().tolist()
         return {
-            "vector": np.asarray(self.vectors[row], dtype=np.float32),
-            "unit_vectors": np.asarray(self.units[offsets[row] : offsets[row + 1]], dtype=np.float32),
+            "vector": self.vectors[row : row + 1][0].astype(np.float32),
+            "unit_vectors": self.units[first:last].astype(np.float32),
         }
 
-    def rows(self, batch_rows: int = WRITE_BATCH_ROWS) -> Iterator[dict[str, Any]]:
-        """The chunk rows in stored order, each with its vectors, a batch at a time."""
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """The chunk rows in stored order, each with its vectors, a stored batch at a time."""
         row = 0
-        for batch in self.chunks.select(CHUNK_SCHEMA.names).to_batches(batch_rows):
-            for record in batch.to_pylist():
-                yield {**record, **self.row_vectors(row)}
-                row += 1
+        for batch in _chunk_batches(self.path, CHUNK_SCHEMA.names):
+            end = row + batch.num_rows
+            vectors = self.vectors[row:end].astype(np.float32)
+            offsets = self.unit_offsets[row : end + 1].ravel()
+            units = self.units[int(offsets[0]) : int(offsets[-1])].astype(np.float32)
+            offsets -= offsets[0]
+            for offset, record in enumerate(batch.to_pylist()):
+                unit_vectors = units[offsets[offset] : offsets[offset + 1]]
+                yield {**record, "vector": vectors[offset], "unit_vectors": unit_vectors}
+            row = end
+
+
+def _check_rows(file: Path, expected: int) -> None:
+    """The chunk table opens and holds the manifest's number of rows; else an `IndexStoreError` naming it."""
+    try:
+        with pa.OSFile(str(file)) as handle:
+            rows = pa.ipc.open_file(handle).count_rows()
+    except (pa.ArrowException, OSError) as exc:
+        raise IndexStoreError(f"{file} is unreadable ({_short(exc)}): re-run 'kafka-rag ingest'") from exc
+    if rows != expected:
+        raise IndexStoreError(
+            f"{file} is unreadable (holds {rows} rows, its manifest says {expected}): re-run 'kafka-rag ingest'"
+        )
+
+
+def _sized(file: VectorFile) -> VectorFile:
+    """The file, when it holds exactly the rows the manifest says; else an `IndexStoreError` naming it."""
+    expected = file.shape[0] * file.shape[1] * file.dtype.itemsize
+    if file.path.stat().st_size != expected:
+        raise IndexStoreError(
+            f"{file.path} is unreadable (holds {file.path.stat().st_size} bytes, its manifest says {expected}): "
+            "re-run 'kafka-rag ingest'"
+        )
+    return file
 
 
 def read_chunk_table(index_dir: Path) -> pa.Table | None:

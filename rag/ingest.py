@@ -533,7 +533,8 @@ def _build(
         )
 
     try:
-        carried = _Carried(serving_path(index_dir)) if reusable and previous else None
+        changed_paths = {f.source_path for f in changed_files}
+        carried = _Carried(serving_path(index_dir), changed_paths) if reusable and previous else None
     except IndexStoreError as exc:
         progress(f"the serving version is damaged, building from scratch: {exc}")
         carried, unchanged_files, unchanged_paths, changed_files = None, [], set(), files
@@ -660,12 +661,13 @@ def _tagged(rows: Iterator[dict[str, Any]], origin: str) -> Iterator[tuple[str, 
 
 
 class _Carried:
-    """The serving version, for what a re-ingest carries over: unchanged files' rows, known chunks' vectors."""
+    """The serving version, for what a re-ingest carries over: unchanged files' rows, and the vectors of
+    changed files' chunks it already holds. A chunk id hashes its source path, so only the changed
+    files' own chunks can be known: the lookup is sized by the change, not by the corpus."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, changed_paths: set[str]) -> None:
         self.version = StoredVersion.open(path)
-        ids = self.version.chunks.column("chunk_id").to_pylist()
-        self._row_of = {chunk_id: row for row, chunk_id in enumerate(ids)}
+        self._row_of = self.version.rows_of_sources(changed_paths) if changed_paths else {}
         self.ids = frozenset(self._row_of)
 
     def rows_of(self, source_paths: set[str]) -> Iterator[dict[str, Any]]:

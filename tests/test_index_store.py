@@ -15,10 +15,12 @@ import pytest
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
 from rag.index_store import (
+    StoredVersion,
     current_version,
     load_index,
     read_manifest,
     rows_to_table,
+    serving_path,
     write_version,
 )
 from rag.units import UNITS_VERSION
@@ -41,9 +43,9 @@ WORDS = [
 ]
 
 
-def _table(count: int, seed: int = 0):
+def _table(count: int, seed: int = 0, dimension: int = DIMENSION):
     rng = np.random.default_rng(seed)
-    vectors = rng.normal(size=(count, DIMENSION)).astype(np.float32)
+    vectors = rng.normal(size=(count, dimension)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     rows = []
     for i, vector in enumerate(vectors):
@@ -227,3 +229,53 @@ def test_an_index_of_other_evidence_units_is_refused(tmp_path):
     write_version(index_dir, table, manifest, flat_max=100)
     with pytest.raises(IndexMismatchError, match="evidence units version .* re-run 'kafka-rag ingest'"):
         load_index(index_dir, BUILT_WITH)
+
+
+def test_a_stored_version_gives_back_its_rows_and_a_lookup_of_the_asked_sources_only(tmp_path):
+    """What a re-ingest carries over: every row with its vectors, and chunk ids of the changed files alone."""
+    index_dir = tmp_path / "index"
+    count = 2_500  # three stored batches, the last one short
+    _write(index_dir, count=count, seed=4)
+    table, vectors = _table(count, seed=4)
+    version = StoredVersion.open(serving_path(index_dir))
+    rows = list(version.rows())
+    assert [r["chunk_id"] for r in rows] == table.column("chunk_id").to_pylist()
+    np.testing.assert_allclose(np.stack([r["vector"] for r in rows]), vectors, atol=1e-7)
+    for row in (0, 1023, 1024, count - 1):
+        np.testing.assert_allclose(rows[row]["unit_vectors"], vectors[row : row + 1], atol=1e-3)
+        np.testing.assert_allclose(version.row_vectors(row)["unit_vectors"], rows[row]["unit_vectors"])
+    lookup = version.rows_of_sources({"doc1.txt"})
+    assert lookup == {r["chunk_id"]: n for n, r in enumerate(rows) if r["source_path"] == "doc1.txt"}
+    assert version.column("source_path") == [r["source_path"] for r in rows]
+
+
+def test_reading_a_stored_version_maps_none_of_it(tmp_path):
+    """A re-ingest passes over the whole serving version; pages of a map it touched would count in its RSS
+    (45 MB of vector files here), plain reads leave them to the page cache."""
+    index_dir = tmp_path / "index"
+    count, dimension = 20_000, 384
+    table, _ = _table(count, seed=5, dimension=dimension)
+    manifest = _manifest(ModelIdentity(BUILT_WITH.name, dimension, BUILT_WITH.fingerprint))
+    write_version(index_dir, table, manifest, flat_max=100_000)
+    del table
+    version = StoredVersion.open(serving_path(index_dir))
+    before = _rss_file_mb()
+    assert sum(len(row["unit_vectors"]) for row in version.rows()) == count
+    assert _rss_file_mb() - before < 4  # through maps: 16 MB
+
+
+def test_a_truncated_stored_version_is_one_error_naming_the_file(tmp_path):
+    index_dir = tmp_path / "index"
+    _write(index_dir, count=30, seed=6)
+    version_dir = serving_path(index_dir)
+    for name in ("chunks.arrow", "units.f16"):
+        data = (version_dir / name).read_bytes()
+        (version_dir / name).write_bytes(data[: len(data) // 2])
+        with pytest.raises(IndexStoreError, match=f"{name} is unreadable .* re-run 'kafka-rag ingest'"):
+            StoredVersion.open(version_dir)
+        (version_dir / name).write_bytes(data)
+
+
+def _rss_file_mb() -> float:
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("RssFile:")[1].split()[0]) / 1024
