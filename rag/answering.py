@@ -29,7 +29,7 @@ from rag.query import Query
 from rag.ranking import Ranked
 from rag.retrieval import Candidate
 from rag.settings import Settings
-from rag.units import EvidenceUnit, build_units, is_log, is_title, render_unit
+from rag.units import EvidenceUnit, build_units, is_log, is_title, render_unit, with_table_header
 
 
 @dataclass(frozen=True)
@@ -267,6 +267,7 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
         if list_key is not None and len(pieces[list_key]) > 1:
             siblings = sorted(pieces[list_key], key=lambda p: p.unit.position)
             shown = dataclasses.replace(shown, parts=(list_key[1], "\n".join(p.unit.parts[1] for p in siblings)))
+        shown = with_table_header(shown, candidates[unit.candidate_index].table_header)
         block = render_unit(shown, markers[unit.candidate_index])
         key = _heading_key(candidates[unit.candidate_index].passage)
         # A setting or row names its own subject; a bare code block must start its line.

@@ -27,9 +27,11 @@ from rag.passages import Passage
 from rag.query import Query, QueryIdentifier
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
+from rag.units import table_start
 
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
+TABLE_LOOKBACK = 64  # chunks read back for a table's header row (the protocol error table spans 13)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
@@ -69,6 +71,7 @@ class Candidate:
     unit_vectors: np.ndarray
     matched_terms: frozenset[str]  # the question's terms that occur in the chunk
     identifiers: tuple[str, ...]  # the question's identifiers the chunk carries
+    table_header: str = ""  # the header row of the table the chunk begins inside, from an earlier chunk
 
     def feature(self, name: str) -> float:
         return self.features[RANK_FEATURES.index(name)]
@@ -184,6 +187,7 @@ class Retriever:
                 unit_vectors=unit_vectors[row],
                 matched_terms=matched_terms[row],
                 identifiers=tuple(sorted(set(records[row]["identifiers"]) & wanted)),
+                table_header=self._table_header(row, records[row]),
             )
             for row, vector in zip(order, features, strict=True)
         )
@@ -200,6 +204,28 @@ class Retriever:
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
         return self._batches[batch].slice(row - int(self._batch_starts[batch]), 1).to_pylist()[0]
+
+    def _table_header(self, row: int, record: dict) -> str:
+        """The header row of the table a chunk begins inside, read back from the earlier chunks of its
+        section ("" when the chunk does not begin in a table, or the table began more than
+        `TABLE_LOOKBACK` chunks earlier): its rows are shown with their column names."""
+        if " | " not in record["text"].lstrip().split("\n", 1)[0]:
+            return ""
+        header = ""
+        for previous in range(row - 1, row - 1 - TABLE_LOOKBACK, -1):
+            earlier = self._record(previous) if previous >= 0 else None
+            if earlier is None or (earlier["source_path"], earlier["section_path"]) != (
+                record["source_path"],
+                record["section_path"],
+            ):
+                return header  # the section's first chunk began with the table: its first row is the header
+            start, complete = table_start(earlier["text"])
+            if not start:
+                return ""
+            if complete:
+                return start
+            header = start
+        return ""
 
     def _identifier_order(self, matched: dict[int, frozenset[str]], query_vector: np.ndarray, depth: int) -> list[int]:
         """Rows carrying the question's identifiers, most identifier weight first, then closest to the

@@ -23,6 +23,7 @@ manifest so a change here forces re-embedding.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from collections.abc import Sequence
@@ -555,6 +556,30 @@ def is_log(code: str) -> bool:
     """Whether a code block is log output (what one sees), not commands (what one runs)."""
     lines = [line.strip() for line in code.split("\n") if line.strip()]
     return bool(lines) and all(_LOG_LINE.match(line) for line in lines)
+
+
+def table_start(text: str) -> tuple[str, bool]:
+    """The first row of the table that `text` ends inside, and whether `text` also holds what comes
+    before that table (so the row is its header); ("", False) when `text` does not end in a table."""
+    lines = [line for line in text.strip().split("\n") if line.strip()]
+    if not lines or " | " not in lines[-1]:
+        return "", False
+    width = len(_cells(lines[-1]))
+    start = len(lines) - 1
+    while start > 0 and " | " in lines[start - 1] and len(_cells(lines[start - 1])) == width:
+        start -= 1
+    return lines[start], start > 0
+
+
+def with_table_header(unit: EvidenceUnit, header: str) -> EvidenceUnit:
+    """A row unit shown with the column names of its table when its chunk began below the header row."""
+    if unit.kind != "row" or not header:
+        return unit
+    row = unit.parts[-1]
+    width = len(_cells(row))
+    if len(_cells(header)) != width or (len(unit.parts) > 1 and len(_cells(unit.parts[-2])) == width):
+        return unit
+    return dataclasses.replace(unit, parts=(*unit.parts[:-1], header, row))
 
 
 def render_unit(unit: EvidenceUnit, marker: int) -> str:

@@ -71,6 +71,8 @@ def test_error_code_121_is_answered_from_the_protocol_error_table(docs):
     assert not answer.abstained, shown(answer)
     assert "INVALID_RECORD_STATE" in answer.text, shown(answer)
     assert answer.citations[0].passage.source_path == PROTOCOL_ERRORS, shown(answer)
+    # The table's header row is chunks earlier: the row still names what its code and flag are.
+    assert "`INVALID_RECORD_STATE` (Code: 121 · Retriable: False)" in answer.text, shown(answer)
 
 
 def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(docs):

@@ -17,7 +17,9 @@ from rag.units import (
     is_log,
     is_title,
     render_unit,
+    table_start,
     unit_texts,
+    with_table_header,
 )
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds"
@@ -373,6 +375,29 @@ def test_render_row_with_and_without_header():
     assert render_unit(units[2], 6) == "`NONE` (Code: 0 · Retriable: False) [6]"
     bare = build_units("\n".join(ERRORS.split("\n")[2:]))
     assert render_unit(bare[0], 1).startswith("`INVALID_RECORD_STATE` (121 · False): The record state")
+
+
+def test_a_row_whose_chunk_began_below_the_header_is_shown_with_the_column_names():
+    header = ERRORS.split("\n")[0]
+    bare = build_units("\n".join(ERRORS.split("\n")[2:]))
+    shown = with_table_header(bare[0], header)
+    assert render_unit(shown, 1).startswith("`INVALID_RECORD_STATE` (Code: 121 · Retriable: False): The record")
+    assert shown.parts == (header, bare[0].parts[0])  # shown with the header; the answer still quotes the row
+    assert with_table_header(bare[0], "Name | Value") is bare[0]  # another table's header: other columns
+    with_header = build_units(ERRORS)[1]
+    assert with_table_header(with_header, header) is with_header  # it has its own already
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        (f"Errors the broker returns:\n{ERRORS}", (ERRORS.split("\n")[0], True)),  # the header, after prose
+        ("\n".join(ERRORS.split("\n")[1:]), (ERRORS.split("\n")[1], False)),  # all rows: the header is earlier
+        (f"{ERRORS}\n\nThe table ends here.", ("", False)),  # the chunk ends after the table
+    ],
+)
+def test_the_table_a_chunk_ends_inside_and_where_it_starts(text, start):
+    assert table_start(text) == start
 
 
 # ------------------------------------------------------------------------------------------ real corpora
