@@ -71,7 +71,8 @@ class Candidate:
     unit_vectors: np.ndarray
     matched_terms: frozenset[str]  # the question's terms that occur in the chunk
     identifiers: tuple[str, ...]  # the question's identifiers the chunk carries
-    table_header: str = ""  # the header row of the table the chunk begins inside, from an earlier chunk
+    row: int = -1  # in the index's chunk table
+    table_header: str = ""  # the header row of the table the chunk begins inside (`Retriever.with_table_headers`)
 
     def feature(self, name: str) -> float:
         return self.features[RANK_FEATURES.index(name)]
@@ -187,7 +188,7 @@ class Retriever:
                 unit_vectors=unit_vectors[row],
                 matched_terms=matched_terms[row],
                 identifiers=tuple(sorted(set(records[row]["identifiers"]) & wanted)),
-                table_header=self._table_header(row, records[row]),
+                row=row,
             )
             for row, vector in zip(order, features, strict=True)
         )
@@ -204,6 +205,14 @@ class Retriever:
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
         return self._batches[batch].slice(row - int(self._batch_starts[batch]), 1).to_pylist()[0]
+
+    def with_table_headers(self, candidates: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+        """The candidates an answer is made from, each with the header row of the table it begins inside,
+        so its rows show their column names; read for these few only (a long table is read back chunk by chunk)."""
+        return tuple(
+            dataclasses.replace(c, table_header=self._table_header(c.row, self._record(c.row))) if c.row >= 0 else c
+            for c in candidates
+        )
 
     def _table_header(self, row: int, record: dict) -> str:
         """The header row of the table a chunk begins inside, read back from the earlier chunks of its
