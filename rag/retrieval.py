@@ -210,22 +210,22 @@ class Retriever:
         """The candidates an answer is made from, each with the header row of the table it begins inside,
         so its rows show their column names; read for these few only (a long table is read back chunk by chunk)."""
         return tuple(
-            dataclasses.replace(c, table_header=self._table_header(c.row, self._record(c.row))) if c.row >= 0 else c
+            dataclasses.replace(c, table_header=self._table_header(c.row, c.passage)) if c.row >= 0 else c
             for c in candidates
         )
 
-    def _table_header(self, row: int, record: dict) -> str:
+    def _table_header(self, row: int, passage: Passage) -> str:
         """The header row of the table a chunk begins inside, read back from the earlier chunks of its
         section ("" when the chunk does not begin in a table, or the table began more than
         `TABLE_LOOKBACK` chunks earlier): its rows are shown with their column names."""
-        if " | " not in record["text"].lstrip().split("\n", 1)[0]:
+        if " | " not in passage.text.lstrip().split("\n", 1)[0]:
             return ""
         header = ""
         for previous in range(row - 1, row - 1 - TABLE_LOOKBACK, -1):
             earlier = self._record(previous) if previous >= 0 else None
-            if earlier is None or (earlier["source_path"], earlier["section_path"]) != (
-                record["source_path"],
-                record["section_path"],
+            if earlier is None or (earlier["source_path"], tuple(earlier["section_path"])) != (
+                passage.source_path,
+                passage.section_path,
             ):
                 return header  # the section's first chunk began with the table: its first row is the header
             start, complete = table_start(earlier["text"])
