@@ -16,7 +16,6 @@ same index and question.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -29,7 +28,16 @@ from rag.query import Query
 from rag.ranking import Ranked
 from rag.retrieval import Candidate
 from rag.settings import Settings
-from rag.units import EvidenceUnit, build_units, is_log, is_title, render_unit, with_table_header
+from rag.units import (
+    EvidenceUnit,
+    build_units,
+    is_log,
+    is_title,
+    lead_in,
+    render_shared_lead,
+    render_unit,
+    with_table_header,
+)
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     chars = len(lead.unit.text)
     pool = [u for u in scored if u is not lead]
     while pool and len(chosen) < limit:
-        # The rest of a list cut for size first; then the best remaining unit, a neighbour of a chosen one
+        # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
+        # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
         # raised: the sentence after "check if there is a hung transaction" says how to check.
         unit = max(
             pool,
@@ -150,17 +159,19 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     return _render(ranked.candidates, chosen, layout=query.intent == "troubleshoot")
 
 
-def _list_key(unit: _Scored) -> tuple[int, str] | None:
-    """Pieces of one list cut for size share their passage and lead-in."""
-    return (unit.candidate_index, unit.unit.parts[0]) if unit.unit.kind == "list" else None
+def _lead_key(unit: _Scored) -> tuple[int, str] | None:
+    """Units that follow one lead-in of one passage (pieces of a list cut for size; a setting and the
+    list its description introduces) share this key and are shown as one block."""
+    lead = lead_in(unit.unit)
+    return (unit.candidate_index, lead) if lead else None
 
 
 def _shared_lead_in(unit: _Scored, chosen: list[_Scored]) -> int:
-    """Characters of the unit already in the answer: the lead-in of a list piece shown with its sibling."""
-    key = _list_key(unit)
-    if key is None or not any(_list_key(other) == key for other in chosen):
+    """Characters of the unit already in the answer: a lead-in shown with a chosen unit that shares it."""
+    key = _lead_key(unit)
+    if key is None or not any(_lead_key(other) == key for other in chosen):
         return 0
-    return len(unit.unit.parts[0]) + 1
+    return len(key[1]) + 1
 
 
 def _repeats(terms: frozenset[str], asked: frozenset[str], share: float) -> bool:
@@ -251,27 +262,27 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
     blocks: list[str] = []
     current = ""
     named: set[int] = set()
-    # Pieces of one list cut for size show as one list: the lead-in once, then their items in text order.
-    pieces: dict[tuple[int, str], list[_Scored]] = {}
+    # Units that share a lead-in show as one block, the lead-in once (pieces of a list cut for size).
+    sharing: dict[tuple[int, str], list[_Scored]] = {}
     for unit in ordered:
-        if (list_key := _list_key(unit)) is not None:
-            pieces.setdefault(list_key, []).append(unit)
+        if (lead_key := _lead_key(unit)) is not None:
+            sharing.setdefault(lead_key, []).append(unit)
     for unit in ordered:
-        list_key = _list_key(unit)
-        if list_key is not None and pieces[list_key][0] is not unit:
-            continue  # shown with the first piece
+        lead_key = _lead_key(unit)
+        group = sharing[lead_key] if lead_key is not None else [unit]
+        if group[0] is not unit:
+            continue  # shown with the first unit of its group
         if grouped and unit.bucket != current:
             current = unit.bucket
             blocks.append(dict(_HEADINGS)[current])
-        shown = unit.unit
-        if list_key is not None and len(pieces[list_key]) > 1:
-            siblings = sorted(pieces[list_key], key=lambda p: p.unit.position)
-            shown = dataclasses.replace(shown, parts=(list_key[1], "\n".join(p.unit.parts[1] for p in siblings)))
-        shown = with_table_header(shown, candidates[unit.candidate_index].table_header)
-        block = render_unit(shown, markers[unit.candidate_index])
+        marker = markers[unit.candidate_index]
+        if len(group) > 1:
+            block = render_shared_lead([u.unit for u in group], marker)
+        else:
+            block = render_unit(with_table_header(unit.unit, candidates[unit.candidate_index].table_header), marker)
         key = _heading_key(candidates[unit.candidate_index].passage)
         # A setting or row names its own subject; a bare code block must start its line.
-        prose = unit.unit.kind in ("sentence", "list")
+        prose = all(u.unit.kind in ("sentence", "list") for u in group)
         if key and prose and unit.candidate_index not in named and key.lower() not in unit.unit.text.lower():
             block = f"`{key}`: {block}"  # "This specifies the number of threads" says of what only in its heading
         if key:

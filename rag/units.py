@@ -582,6 +582,37 @@ def with_table_header(unit: EvidenceUnit, header: str) -> EvidenceUnit:
     return dataclasses.replace(unit, parts=(*unit.parts[:-1], header, row))
 
 
+def lead_in(unit: EvidenceUnit) -> str:
+    """The sentence the unit's body follows: a list's or code block's lead-in, a setting's (last)
+    description sentence before its rows; "" when it has none. Units of one passage that share it are
+    shown with it once (`render_shared_lead`): a setting's description that ends in a list is both the
+    setting's description and the list's lead-in."""
+    if unit.kind in ("list", "code") and len(unit.parts) == 2:
+        return unit.parts[0]
+    if unit.kind == "setting":
+        description = [part for part in unit.parts[:-1] if part != unit.subject]
+        return description[-1] if description else ""
+    return ""
+
+
+def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
+    """Units of one passage that share their lead-in (`lead_in`) as one block that states it once: a
+    setting's entry, or else the first list or code piece; the pieces of a list or code block cut for
+    size joined again, in text order."""
+    ordered = sorted(units, key=lambda u: u.position)
+    head = next((u for u in ordered if u.kind == "setting"), ordered[0])
+    bodies = {kind: "\n".join(u.parts[1] for u in ordered if u.kind == kind) for kind in ("list", "code")}
+    if head.kind in bodies:
+        head = dataclasses.replace(head, parts=(head.parts[0], bodies.pop(head.kind)))
+    lines = [render_unit(head, marker)]
+    if bodies.get("list"):
+        lines.append(_render_items(bodies["list"]))
+    if code := bodies.get("code"):
+        fence = _fence_for(code)
+        lines.append(f"{fence}\n{textwrap.dedent(code)}\n{fence}")
+    return "\n".join(lines)
+
+
 def render_unit(unit: EvidenceUnit, marker: int) -> str:
     """The unit as answer Markdown, with " [marker]" on its first prose line (own line after a bare code block)."""
     cite = f" [{marker}]"

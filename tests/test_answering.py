@@ -271,6 +271,43 @@ def test_a_list_cut_for_size_is_shown_whole_with_its_lead_in_once():
     assert [line.split(" kind ")[1][0] for line in first.split("\n")[1:]] == ["0", "1", "2", "3", "4"]
 
 
+def test_a_setting_whose_description_ends_in_a_list_states_the_description_once():
+    """The setting's entry and the list its description introduces share that sentence: one block."""
+    axes = _Axes()
+    text = (
+        "What to do when there is no initial offset in Kafka:\n\n"
+        "- earliest: automatically reset the offset to the earliest offset\n"
+        "- latest: automatically reset the offset to the latest offset\n\n"
+        "Type: | string\nDefault: | latest\nValid Values: | [latest, earliest, none]\nImportance: | medium"
+    )
+    assert [u.kind for u in build_units(text, "auto.offset.reset")] == ["list", "setting"]
+    entry = candidate(axes, "entry", text, [0.7, 0.9], heading="auto.offset.reset")
+    other = candidate(axes, "other", OTHER, [0.3, 0.2])
+    draft = extract_answer(ranked([entry, other], "what is the default of auto.offset.reset?"), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.count("What to do when there is no initial offset") == 1
+    first = _units(draft.text)[0]
+    assert first.startswith("`auto.offset.reset`: What to do when there is no initial offset in Kafka: (Type: string")
+    assert "Default: latest" in first and first.endswith(
+        "- latest: automatically reset the offset to the latest offset"
+    )
+    assert [c.passage.chunk_id for c in draft.citations] == ["entry"]  # the list filled the second place
+
+
+def test_a_code_block_cut_for_size_is_shown_as_one_fence_under_its_lead_in():
+    axes = _Axes()
+    rows = "\n".join(
+        f"consumer{n}-3fc8d6f1-581a-4472-bdf3 /127.0.0.1 consumer{n} 2 topic1(0), topic2({n})" for n in range(14)
+    )
+    text = f"To see the members, run:\n\n```\n$ bin/kafka-consumer-groups.sh --describe --members\n{rows}\n```"
+    assert [u.kind for u in build_units(text)] == ["code", "code"]
+    draft = extract_answer(ranked([candidate(axes, "members", text, [0.9, 0.5])]), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.count("To see the members, run:") == 1
+    assert draft.text.count("```") == 2
+    assert [line.split()[2] for line in draft.text.split("\n")[3:-1]] == [f"consumer{n}" for n in range(14)]
+
+
 def test_a_command_renders_as_a_fenced_block():
     axes = _Axes()
     draft = extract_answer(ranked([candidate(axes, "cmd", COMMAND, [0.8, 0.1])]), shape(max_units_fact=1))
