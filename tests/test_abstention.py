@@ -100,6 +100,17 @@ def test_focus_match_needs_a_top_three_passage_carrying_a_focus_identifier():
     assert _features(_ranked(fourth, [4, 3, 2, 1], question=question))["focus_match"] == 0.0
 
 
+def test_unknown_names_count_beside_a_focus_match():
+    """A product the corpus never names stays a signal when a top passage carries the identifier the
+    question is about ("spring-cloud-stream-binder: the property to set a different application.id"):
+    the fit weighs the two, no rule zeroes one of them."""
+    question = "spring-cloud-stream-binder: which property sets a different application.id?"
+    candidates = [make_candidate("a", identifiers=("application.id",))]
+    features = _features(_ranked(candidates, [1.0], question=question, names=1, unknown_names=("spring",)))
+    assert features["focus_match"] == 1.0
+    assert features["unknown_names"] == 1.0
+
+
 def test_a_context_identifier_is_not_a_focus_match():
     question = "$ bin/kafka-topics.sh --describe --topic orders\nERROR something went wrong"
     candidates = [make_candidate("a", identifiers=("kafka-topics",))]
