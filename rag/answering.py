@@ -167,9 +167,13 @@ def _lead_key(unit: _Scored) -> tuple[int, str] | None:
 
 
 def _shared_lead_in(unit: _Scored, chosen: list[_Scored]) -> int:
-    """Characters of the unit already in the answer: a lead-in shown with a chosen unit that shares it."""
+    """Characters of the unit already in the answer: a lead-in shown with a chosen unit that shares it
+    (two settings with one description are both shown whole)."""
     key = _lead_key(unit)
-    if key is None or not any(_lead_key(other) == key for other in chosen):
+    settings = unit.unit.kind == "setting"
+    if key is None or not any(
+        _lead_key(other) == key and not (settings and other.unit.kind == "setting") for other in chosen
+    ):
         return 0
     return len(key[1]) + 1
 

@@ -596,15 +596,15 @@ def lead_in(unit: EvidenceUnit) -> str:
 
 
 def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
-    """Units of one passage that share their lead-in (`lead_in`) as one block that states it once: a
-    setting's entry, or else the first list or code piece; the pieces of a list or code block cut for
-    size joined again, in text order."""
+    """Units of one passage that share their lead-in (`lead_in`) as one block that states it once: the
+    setting's entry (each in full, should two settings share a description), or else the first list or
+    code piece; then the pieces of a list or code block cut for size joined again, in text order."""
     ordered = sorted(units, key=lambda u: u.position)
-    head = next((u for u in ordered if u.kind == "setting"), ordered[0])
     bodies = {kind: "\n".join(u.parts[1] for u in ordered if u.kind == kind) for kind in ("list", "code")}
-    if head.kind in bodies:
-        head = dataclasses.replace(head, parts=(head.parts[0], bodies.pop(head.kind)))
-    lines = [render_unit(head, marker)]
+    lines = [render_unit(u, marker) for u in ordered if u.kind == "setting"]
+    if not lines:
+        head = ordered[0]
+        lines = [render_unit(dataclasses.replace(head, parts=(head.parts[0], bodies.pop(head.kind))), marker)]
     if bodies.get("list"):
         lines.append(_render_items(bodies["list"]))
     if code := bodies.get("code"):

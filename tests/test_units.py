@@ -16,6 +16,8 @@ from rag.units import (
     build_units,
     is_log,
     is_title,
+    lead_in,
+    render_shared_lead,
     render_unit,
     table_start,
     unit_texts,
@@ -475,3 +477,32 @@ def test_a_setting_is_embedded_with_the_key_its_heading_gives_it():
     assert unit.matched_text.startswith("acks: ")
     assert "acks" not in unit.text  # quoted verbatim: the key is added to what is matched, not to the quote
     assert unit_texts(text, ("Producer config", "acks")) == [u.matched_text for u in build_units(text, "acks")]
+
+
+def test_a_setting_and_the_list_its_description_introduces_share_a_lead_in():
+    listed = EvidenceUnit(
+        "list", ("What to do when there is no offset:", "- earliest: reset\n- latest: reset"), position=0
+    )
+    setting = EvidenceUnit(
+        "setting", ("What to do when there is no offset:", "Default: | latest"), "auto.offset.reset", position=1
+    )
+    assert lead_in(listed) == lead_in(setting) == "What to do when there is no offset:"
+    assert lead_in(EvidenceUnit("sentence", ("Plain prose.",))) == ""
+    assert render_shared_lead([setting, listed], 2) == (
+        "`auto.offset.reset`: What to do when there is no offset: (Default: latest) [2]\n"
+        "- earliest: reset\n- latest: reset"
+    )
+
+
+def test_two_settings_with_one_description_are_both_shown_whole():
+    first = EvidenceUnit(
+        "setting", ("The password of the store.", "Default: | null"), "ssl.truststore.password", position=0
+    )
+    second = EvidenceUnit(
+        "setting", ("The password of the store.", "Default: | null"), "ssl.keystore.password", position=1
+    )
+    shown = render_shared_lead([second, first], 1)
+    assert shown.split("\n") == [
+        "`ssl.truststore.password`: The password of the store. (Default: null) [1]",
+        "`ssl.keystore.password`: The password of the store. (Default: null) [1]",
+    ]
