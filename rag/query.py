@@ -56,6 +56,9 @@ _COMMAND_LINE = re.compile(
 )
 _FLAGS = re.compile(r"(?:^|\s)--?[a-z][\w-]*")
 # The value a command line gives a flag: `--group billing`, `--topic=invoices`.
+# A name the user quotes in their own words, one word in '…' or "…": their topic, group or host
+# ("Topic 'some_topic' shows up as 'cluster1.some_topic'"), not a word the corpus should know.
+_QUOTED_NAME = re.compile(r"(?<![\w'\"])['\"]([^'\"\s]{2,80})['\"](?![\w'\"])")
 _FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
@@ -144,6 +147,7 @@ def parse_query(
             prose_lines.append(line)
         if place == "question":
             own_words.append(line)
+            own_terms.update(t for value in _QUOTED_NAME.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
         elif place == "command":
             own_terms.update(t for value in _FLAG_VALUE.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
         for name in extract_identifiers(line[:MAX_LINE_CHARS]):

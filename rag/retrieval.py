@@ -354,7 +354,9 @@ class Retriever:
             unknown_names=tuple(names + openers),
             focus_identifiers=len(focus),
             unknown_focus_identifiers=sum(
-                1 for i in focus if not self._identifier_lookup.carried(i) and i not in stands_for
+                1
+                for i in focus
+                if not self._identifier_lookup.carried(i) and i not in stands_for and i not in query.own_terms
             ),
         )
 

@@ -373,6 +373,15 @@ def test_flag_values_of_a_pasted_command_are_the_users_own_terms():
     assert parse_query("why is group billing stuck?").own_terms == frozenset()  # prose names nothing of its own
 
 
+def test_a_name_quoted_in_the_users_words_is_their_own_term():
+    query = parse_query(
+        "Topic 'some_topic' shows up on the target as 'cluster1.some_topic'. Why can't I \"switch\" over?"
+    )
+    assert {"some_topic", "cluster1.some_topic", "switch"} <= query.own_terms
+    assert "cluster1.some_topic" in query.focus_identifiers  # still searched for
+    assert parse_query("why can't the consumer's group 'rebalance quickly'?").own_terms == frozenset()  # not one word
+
+
 def test_a_command_alone_is_searched_as_typed():
     """With nothing but a command line, the command is what the question is about: it stays in the text."""
     query = parse_query(PRODUCER_COMMAND)

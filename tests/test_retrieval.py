@@ -236,6 +236,18 @@ def test_the_users_own_resources_in_a_pasted_command_are_not_unknown_words(retri
     assert pasted.term_weights["zorbgroup"] == alone.term_weights["zorbgroup"]  # still a weighed search term
 
 
+def test_a_quoted_resource_name_is_not_an_unknown_identifier(retriever, stage):
+    """'zorb1.frob_topic' is the user's own topic, quoted in their words: searched, but not evidence that
+    the corpus lacks what they ask about."""
+    quoted = retriever.retrieve(
+        parse_query("why does 'zorb1.frob_topic' hit the transaction timeout?"), 5, "hybrid", stage
+    )
+    bare = retriever.retrieve(parse_query("why does zorb1.frob_topic hit the transaction timeout?"), 5, "hybrid", stage)
+    assert quoted.query.focus_identifiers == bare.query.focus_identifiers == {"zorb1.frob_topic"}
+    assert bare.evidence.unknown_focus_identifiers == 1 and bare.evidence.unknown_term_share > 0.0
+    assert quoted.evidence.unknown_focus_identifiers == 0 and quoted.evidence.unknown_term_share == 0.0
+
+
 def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
     evidence = retriever.retrieve(parse_query("How does a ShareConsumer acknowledge?"), 5, "hybrid", stage).evidence
     assert "ShareConsumer" not in evidence.unknown_names
