@@ -22,9 +22,8 @@ ABSTENTION_FEATURES = (
     "best_sentence",  # best cosine of the question and one evidence unit of a top passage
     "coverage",  # IDF-weighted share of the question's terms found in the top three passages
     "unknown_terms",  # IDF-weighted share of the question's terms the corpus never uses
-    "unknown_names",  # share of the question's names (products, APIs) the corpus never mentions; against a
-    # top passage that carries an identifier the question is about ("our Spring Boot app gets X": X is
-    # covered) the fit weighs it with `focus_match`
+    "unknown_names",  # share of the question's names (products, APIs) the corpus never mentions, unless
+    # a top passage carries an identifier the question is about ("our Spring Boot app gets X": X is covered)
     "focus_match",  # a top-three passage carries an identifier the question is about
     "focus_unknown",  # share of the identifiers the question is about that no passage carries
 )
@@ -52,7 +51,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         max(c.feature("sentence") for c in top),
         coverage,
         evidence.unknown_term_share,
-        len(evidence.unknown_names) / evidence.names if evidence.names else 0.0,
+        len(evidence.unknown_names) / evidence.names if evidence.names and not focus_match else 0.0,
         1.0 if focus_match else 0.0,
         evidence.unknown_focus_identifiers / evidence.focus_identifiers if evidence.focus_identifiers else 0.0,
     )
