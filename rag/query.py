@@ -56,10 +56,10 @@ _COMMAND_LINE = re.compile(
 )
 _FLAGS = re.compile(r"(?:^|\s)--?[a-z][\w-]*")
 # The value a command line gives a flag: `--group billing`, `--topic=invoices`.
+_FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 # A name the user quotes in their own words, one word in '…' or "…": their topic, group or host
 # ("Topic 'some_topic' shows up as 'cluster1.some_topic'"), not a word the corpus should know.
 _QUOTED_NAME = re.compile(r"(?<![\w'\"])['\"]([^'\"\s]{2,80})['\"](?![\w'\"])")
-_FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
 )
@@ -98,8 +98,8 @@ class Query:
     # `identifiers` the ones its corpus carries.
     error_names: tuple[QueryIdentifier, ...] = ()
     opening_names: tuple[str, ...] = ()  # capitalised first words of its sentences: names only if the corpus lacks them
-    # Words the user's pasted command lines give as flag values (their group, topic, host): their own
-    # resources, never a sign that the corpus lacks the question's topic.
+    # Words the user's pasted command lines give as flag values, and one-word names they quote in their own
+    # words (their group, topic, host): their own resources, never a sign that the corpus lacks the topic.
     own_terms: frozenset[str] = frozenset()
 
     @property
