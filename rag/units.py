@@ -608,8 +608,7 @@ def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
     if bodies.get("list"):
         lines.append(_render_items(bodies["list"]))
     if code := bodies.get("code"):
-        fence = _fence_for(code)
-        lines.append(f"{fence}\n{textwrap.dedent(code)}\n{fence}")
+        lines.append(_fenced(code))
     return "\n".join(lines)
 
 
@@ -618,8 +617,7 @@ def render_unit(unit: EvidenceUnit, marker: int) -> str:
     cite = f" [{marker}]"
     if unit.kind == "code":
         *led_by, code = unit.parts
-        fence = _fence_for(code)
-        block = f"{fence}\n{textwrap.dedent(code)}\n{fence}"
+        block = _fenced(code)
         return f"{format_sentence(led_by[0])}{cite}\n{block}" if led_by else f"{block}\n[{marker}]"
     if unit.kind == "list":
         lead_in, items = unit.parts
@@ -647,9 +645,11 @@ def _code_if_identifier(match: re.Match[str]) -> str:
     return f"`{match.group(1)}`" if extract_identifiers(match.group(1)) else match.group(1)
 
 
-def _fence_for(code: str) -> str:
+def _fenced(code: str) -> str:
+    """`code` dedented in a Markdown fence longer than any backtick run inside it."""
     longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
-    return "`" * max(3, longest + 1)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{textwrap.dedent(code)}\n{fence}"
 
 
 def _render_items(items: str) -> str:
