@@ -43,13 +43,12 @@ ASK = (
 
 def sample_texts(corpus: Path, count: int) -> list[str]:
     """Every k-th chunk of `corpus` as ingest embeds it (embedding text, then evidence units), `count` texts."""
-    from rag.ingest import IngestConfig, chunk_files, read_files, scan_sources
+    from rag.ingest import IngestConfig, chunk_files, chunk_texts, read_files, scan_sources
     from rag.settings import Settings
-    from rag.units import unit_texts
 
     files, _ = scan_sources([corpus])
     rows = [r for r in chunk_files(read_files(files), IngestConfig.from_settings(Settings())) if r["kind"] == "chunk"]
-    per_row = [[row["embedding_text"], *unit_texts(row["text"], row["section_path"])] for row in rows]
+    per_row = [[text for texts in chunk_texts(row, "text") for text in texts] for row in rows]
     step = max(1, sum(map(len, per_row)) // count)
     return [text for texts in per_row[::step] for text in texts][:count]
 

@@ -78,7 +78,7 @@ def index_texts(index_dir: Path) -> tuple[list[str], np.ndarray]:
     texts: list[str] = []
     vectors: list[list[float]] = []
     for row in table.to_pylist():
-        own, units = chunk_texts(row["text"], row["section_path"], chunk_vectors)
+        own, units = chunk_texts(row, chunk_vectors)
         texts += own + units
         vectors += ([row["vector"]] if own else []) + row["unit_vectors"]
     return texts, np.asarray(vectors, dtype=np.float32)

@@ -323,6 +323,7 @@ def serve_half(args: argparse.Namespace) -> dict[str, Any]:
                     "start": start,
                     "end": start + len(section.text),
                     "url": "",
+                    "continues_code": False,
                     "vector": _perturbed(vectors["vector"][None, :], rng)[0],
                     "unit_vectors": _perturbed(unit_vectors, rng),
                 }

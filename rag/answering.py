@@ -204,7 +204,7 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
 def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate, shape: AnswerShape) -> list[_Scored]:
     """A unit scores by its own similarity, the question's terms and identifiers it holds, and its passage's rank."""
     heading = candidate.passage.section_path[-1] if candidate.passage.section_path else ""
-    units = build_units(candidate.passage.text, heading)
+    units = build_units(candidate.passage.text, heading, candidate.continues_code)
     if len(units) != len(candidate.unit_scores):  # vectors of another unit splitter: skip, never misquote
         return []
     weights = ranked.pool.evidence.term_weights

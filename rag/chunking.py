@@ -2,7 +2,8 @@
 
 A section (a FAQ question with its answer, a heading with its body) becomes one chunk when it fits
 `chunk_size`; a longer one is split at paragraph boundaries, never inside a fenced code/log block
-unless the block alone is too large, with `overlap` characters of trailing sentences carried over; a
+unless the block alone is too large (a piece that starts inside it records so: `continues_code`), with
+`overlap` characters of trailing sentences carried over; a
 lead-in ("... are given below:") that would end a piece starts the next one, with what it introduces.
 Sections too small to stand alone are packed with their next sibling. Every chunk records its
 section path, and the text that gets embedded is prefixed with that path.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from rag.documents import Document, Section, load_document
 from rag.identifiers import extract_identifiers
+from rag.units import inside_fence
 
 CHUNKER_NAME = "structure-aware"
 CHUNKER_VERSION = 6
@@ -36,6 +38,7 @@ class Chunk:
     start: int  # character offsets of `text` in `document_text(document)`
     end: int
     url: str = ""
+    continues_code: bool = False  # begins inside a fenced block too long for one chunk (`inside_fence`)
 
 
 def dense_text(section_path: Sequence[str], text: str) -> str:
@@ -110,6 +113,7 @@ def _chunk_sections(
             start=start + piece_start,
             end=start + piece_start + len(piece),
             url=url,
+            continues_code=inside_fence(text[:piece_start]),
         )
 
 

@@ -66,6 +66,7 @@ CHUNK_SCHEMA = pa.schema(
         ("start", pa.int64()),
         ("end", pa.int64()),
         ("url", pa.string()),
+        ("continues_code", pa.bool_()),  # begins inside a fenced block cut for size (`rag.units.build_units`)
     ]
 )
 STORED_SCHEMA = CHUNK_SCHEMA.append(pa.field("defined", pa.list_(pa.string())))  # what the chunk defines

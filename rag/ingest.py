@@ -157,6 +157,7 @@ def chunk_files(files: Iterable[tuple[str, bytes]], config: IngestConfig) -> Ite
                 "start": chunk.start,
                 "end": chunk.end,
                 "url": chunk.url,
+                "continues_code": chunk.continues_code,
                 "vector": None,
                 "unit_vectors": None,
             }
@@ -185,7 +186,7 @@ def embed_rows(
     def flush() -> Iterator[dict[str, Any]]:
         nonlocal seconds
         assert embedder is not None  # loaded before the first row is batched
-        texts = [chunk_texts(r["text"], r["section_path"], config.chunk_vectors) for r in batch]
+        texts = [chunk_texts(r, config.chunk_vectors) for r in batch]
         started = time.perf_counter()
         flat = [text for own, units in texts for text in own + units]
         vectors = _encode_in_slices(embedder, flat, config.encode_batch_size, on_encoded)
@@ -223,11 +224,12 @@ def embed_rows(
         }
 
 
-def chunk_texts(text: str, section_path: Sequence[str], chunk_vectors: str) -> tuple[list[str], list[str]]:
-    """(own, units): what ingest encodes for one chunk. `units` are its evidence units; `own` is its text
-    under its heading path, whose vector is the chunk's, or nothing when the chunk's vector is its units'
-    mean ("unit-mean", `chunk_vector`) and it has units."""
-    units = unit_texts(text, section_path)
+def chunk_texts(row: Mapping[str, Any], chunk_vectors: str) -> tuple[list[str], list[str]]:
+    """(own, units): what ingest encodes for one chunk row. `units` are its evidence units; `own` is its
+    text under its heading path, whose vector is the chunk's, or nothing when the chunk's vector is its
+    units' mean ("unit-mean", `chunk_vector`) and it has units."""
+    text, section_path = row["text"], row["section_path"]
+    units = unit_texts(text, section_path, row["continues_code"])
     own = [] if chunk_vectors == "unit-mean" and units else [dense_text(section_path, text)]
     return own, units
 
@@ -236,7 +238,7 @@ def planned_texts(rows: Iterable[Mapping[str, Any]], config: IngestConfig) -> in
     """How many texts `embed_rows` will encode for these chunk rows (for progress)."""
     return sum(
         len(own) + len(units)
-        for own, units in (chunk_texts(r["text"], r["section_path"], config.chunk_vectors) for r in rows)
+        for own, units in (chunk_texts(r, config.chunk_vectors) for r in rows)
     )
 
 

@@ -73,6 +73,7 @@ class Candidate:
     identifiers: tuple[str, ...]  # the question's identifiers the chunk carries
     row: int = -1  # in the index's chunk table
     table_header: str = ""  # the header row of the table the chunk begins inside (`Retriever.with_table_headers`)
+    continues_code: bool = False  # the chunk begins inside a fenced block (`rag.units.build_units`)
 
     def feature(self, name: str) -> float:
         return self.features[RANK_FEATURES.index(name)]
@@ -189,6 +190,7 @@ class Retriever:
                 matched_terms=matched_terms[row],
                 identifiers=tuple(sorted(set(records[row]["identifiers"]) & wanted)),
                 row=row,
+                continues_code=records[row]["continues_code"],
             )
             for row, vector in zip(order, features, strict=True)
         )

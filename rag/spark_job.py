@@ -49,7 +49,7 @@ JVM_TAIL_LINES = 40  # of the JVM's hidden output, kept for the error message wh
 
 ROW_SCHEMA = (
     "kind string, chunk_id string, doc_id string, source_path string, title string, section_path array<string>, "
-    "text string, identifiers array<string>, start long, end long, url string, "
+    "text string, identifiers array<string>, start long, end long, url string, continues_code boolean, "
     "vector array<float>, unit_vectors array<array<float>>, format string, chunks long, reason string, "
     "name string, dimension long, fingerprint string, encode_seconds double"
 )

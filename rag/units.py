@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 from rag.identifiers import extract_identifiers
 
-UNITS_VERSION = 4  # 3: log lines are code, like commands; 4: indented unfenced excerpts are code
+# 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
+# inside a fenced block (cut for size) starts as code
+UNITS_VERSION = 5
 KINDS = ("sentence", "list", "code", "row", "setting")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -117,23 +119,36 @@ class _Candidate:
     subject: str = ""
 
 
-def build_units(text: str, heading: str = "") -> list[EvidenceUnit]:
-    """The evidence units of a chunk's `text`, in text order; `heading` is its section path's last element."""
-    lines = _scan(text)
+def build_units(text: str, heading: str = "", continues_code: bool = False) -> list[EvidenceUnit]:
+    """The evidence units of a chunk's `text`, in text order; `heading` is its section path's last element.
+    `continues_code`: the chunk begins inside a fenced block opened in an earlier chunk (`inside_fence`), so
+    its text up to the first fence line is code and that fence line closes the block."""
+    lines = _scan(text, continues_code)
     builder = _Builder(text, lines, heading)
     builder.run()
     return builder.units()
 
 
-def unit_texts(text: str, section_path: Sequence[str]) -> list[str]:
+def unit_texts(text: str, section_path: Sequence[str], continues_code: bool = False) -> list[str]:
     """What ingest embeds for a chunk, one string per unit in `build_units` order."""
-    return [u.matched_text for u in build_units(text, section_path[-1] if section_path else "")]
+    return [u.matched_text for u in build_units(text, section_path[-1] if section_path else "", continues_code)]
+
+
+def inside_fence(text: str) -> bool:
+    """True when `text` ends inside a fenced block: a chunk cut from the rest of the block starts in code."""
+    marker = ""
+    for line in text.split("\n"):
+        if marker:
+            marker = "" if _closes(line, marker) else marker
+        elif fence := _FENCE_LINE.match(line):
+            marker = fence.group(1)
+    return bool(marker)
 
 
 # ------------------------------------------------------------------------------------------ scanning
 
 
-def _scan(text: str) -> list[_Line]:
+def _scan(text: str, continues_code: bool = False) -> list[_Line]:
     """Classify each line; a fenced block becomes one "fence" line spanning its content."""
     raw: list[tuple[int, int]] = []  # (start, end) of each line without its newline
     offset = 0
@@ -145,22 +160,30 @@ def _scan(text: str) -> list[_Line]:
     while index < len(raw):
         start, end = raw[index]
         line = text[start:end]
-        fence = _FENCE_LINE.match(line)
-        if fence:
-            marker = fence.group(1)
-            closing = index + 1
-            while closing < len(raw) and not _closes(text[raw[closing][0] : raw[closing][1]], marker):
-                closing += 1
-            content = [(s, e) for s, e in raw[index + 1 : closing] if text[s:e].strip()]
-            if content:
-                lines.append(_Line("fence", content[0][0], content[-1][1]))
-            index = closing + 1
+        if continues_code and index == 0:  # the block's opening fence is in an earlier chunk
+            first, closing = 0, _closing_line(text, raw, 0, "")
+        elif fence := _FENCE_LINE.match(line):
+            first, closing = index + 1, _closing_line(text, raw, index + 1, fence.group(1))
+        else:
+            lines.append(_classify(text, start, end))
+            index += 1
             continue
-        lines.append(_classify(text, start, end))
-        index += 1
+        content = [(s, e) for s, e in raw[first:closing] if text[s:e].strip()]
+        if content:
+            lines.append(_Line("fence", content[0][0], content[-1][1]))
+        index = closing + 1
     _mark_rows(text, lines)
     _mark_commands(lines)
     return lines
+
+
+def _closing_line(text: str, raw: list[tuple[int, int]], index: int, marker: str) -> int:
+    """The index of the first line from `index` that closes a block opened by `marker` (by any bare
+    fence when the opening fence is not in `text`), or `len(raw)` when the block runs to the end."""
+    markers = (marker,) if marker else ("```", "~~~")
+    while index < len(raw) and not any(_closes(text[raw[index][0] : raw[index][1]], m) for m in markers):
+        index += 1
+    return index
 
 
 def _closes(line: str, marker: str) -> bool:

@@ -13,6 +13,7 @@ import pytest
 
 from rag.chunking import Chunk, chunk_document, dense_text, document_text
 from rag.documents import Document, Section, load_document
+from rag.units import build_units
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds"
 SEED_PATHS = sorted(SEEDS.glob("*.txt"))
@@ -243,6 +244,29 @@ def test_code_fence_is_not_split_when_it_fits():
     holders = [c for c in chunks if "```" in c.text]
     assert len(holders) == 1
     assert fence in holders[0].text
+
+
+@pytest.mark.parametrize("overlap", [0, 120])
+def test_a_piece_cut_from_inside_a_long_code_block_says_so_and_its_units_stay_code(overlap):
+    """A tool's usage output too long for two chunks is cut at lines: the pieces after the first carry no
+    opening fence, so without `continues_code` their lines would be quoted as sentence fragments and the
+    closing fence would open a "code block" of the prose after it."""
+    usage = [f"--option-{n:02d} <String>    Reset offsets of the group to position {n}." for n in range(40)]
+    fence = "```\n" + "\n".join(usage) + "\n```"
+    text = f"The tool prints its options:\n\n{fence}\n\n{_sentences(3, 'After')}"
+    chunks = chunk_document(_document(Section(("Reset tool",), text)), 400, overlap)
+    assert chunks[0].continues_code is False
+    inside = [c for c in chunks if c.continues_code]
+    assert len(inside) >= 4
+    for chunk in chunks:
+        units = build_units(chunk.text, chunk.section_path[-1], chunk.continues_code)
+        for unit in units:
+            quoted = "\n".join(unit.parts)
+            if unit.kind == "code":
+                assert "After number" not in quoted
+            else:
+                assert "<String>" not in quoted, (chunk.continues_code, quoted)
+    assert any("After number 2" in u.text for u in build_units(chunks[-1].text, "", chunks[-1].continues_code))
 
 
 @pytest.mark.parametrize("overlap", [0, 120])

@@ -62,6 +62,7 @@ def _table(count: int, seed: int = 0, dimension: int = DIMENSION):
                 "start": 0,
                 "end": len(text),
                 "url": "",
+                "continues_code": False,
                 "vector": vector.tolist(),
                 "unit_vectors": [vector.tolist()],
             }

@@ -149,6 +149,7 @@ def test_full_ingest_chunk_table_and_vectors(built):
         "start",
         "end",
         "url",
+        "continues_code",
         "vector",
         "unit_vectors",
     ]

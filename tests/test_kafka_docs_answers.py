@@ -11,6 +11,8 @@ import re
 import pytest
 
 from rag import Answer, Assistant
+from rag.index_store import read_chunk_table
+from rag.units import build_units
 
 # The first test also builds the Kafka-docs index (several minutes on a busy 2-core machine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -176,3 +178,22 @@ def test_every_answer_cites_verbatim_quotes(docs):
         for citation in answer.citations:
             for quote in citation.quotes:
                 assert quote in citation.passage.text, (quote, shown(answer))
+
+
+def test_a_usage_listing_cut_over_chunks_is_quoted_as_code_not_as_fragments(kafka_docs_index):
+    """The reset tool's usage output spans three chunks. The ones that begin inside it are stored as such,
+    so their option lines are one code unit, not sentence fragments ("this option to view these
+    topics)."), and the prose after its closing fence is prose, not a code block."""
+    table = read_chunk_table(kafka_docs_index)
+    rows = [r for r in table.to_pylist() if r["source_path"] == "streams/developer-guide/app-reset-tool.html"]
+    inside = [r for r in rows if r["continues_code"]]
+    assert inside, "no chunk of the reset tool page begins inside its usage listing"
+    firsts = []
+    for row in inside:
+        units = build_units(row["text"], row["section_path"][-1], row["continues_code"])
+        prose = "\n".join(part for u in units if u.kind != "code" for part in u.parts)
+        assert not re.search(r"^--[a-z]", prose, re.M), prose  # an option line quoted as a sentence
+        firsts.append(units[0].kind)
+        assert len(row["unit_vectors"]) == len(units)  # embedded at ingest as the answerer builds them
+    assert "code" in firsts  # the chunks cut from the middle of the listing
+    assert set(firsts) != {"code"}  # and the one that begins at its closing fence: prose after it

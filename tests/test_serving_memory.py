@@ -94,6 +94,7 @@ def large_index(tmp_path_factory) -> Path:
                         "start": (number % 50) * 100,
                         "end": (number % 50) * 100 + len(text),
                         "url": "",
+                        "continues_code": False,
                         "vector": row_vectors[0],
                         "unit_vectors": row_vectors[1:],
                     }

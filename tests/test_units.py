@@ -14,6 +14,7 @@ from rag.units import (
     MIN_UNIT_CHARS,
     EvidenceUnit,
     build_units,
+    inside_fence,
     is_log,
     is_title,
     lead_in,
@@ -179,6 +180,36 @@ def test_a_code_block_without_lead_in_is_one_unit():
     assert units[1].kind == "code" and units[1].parts == (
         "ERROR [Broker id=1] first line\nat kafka.server.X.y(X.scala:12)",
     )
+
+
+def test_a_chunk_that_begins_inside_a_code_block_starts_as_code():
+    text = (
+        "                        to delete (do a dry-run without\n"
+        "                        this option to view these topics).\n"
+        "--to-datetime <String>  Reset offsets to offset from datetime.\n"
+        "```\n\n"
+        "Only one of these scenarios can be defined.\n\n"
+        "```\nbin/kafka-streams-application-reset.sh --application-id app\n```"
+    )
+    units = build_units(text, "Reset tool", continues_code=True)
+    assert _kinds(units) == ["code", "sentence", "code"]
+    assert units[0].parts[0].endswith("Reset offsets to offset from datetime.")
+    assert units[2].parts == ("bin/kafka-streams-application-reset.sh --application-id app",)
+    # Read as a chunk of its own, the closing fence would open a block and the code lines become sentences.
+    assert "sentence" in _kinds(build_units(text, "Reset tool"))[:2]
+
+
+@pytest.mark.parametrize(
+    ("text", "inside"),
+    [
+        ("Run:\n```\nbin/kafka-topics.sh --list", True),
+        ("Run:\n```\nbin/kafka-topics.sh --list\n```\nDone.", False),
+        ("Run:\n````\n```\nnested\n```", True),  # a longer fence closes only with as many backticks
+        ("No code here.", False),
+    ],
+)
+def test_whether_text_ends_inside_a_fenced_block(text, inside):
+    assert inside_fence(text) is inside
 
 
 def test_a_long_code_block_is_cut_at_lines_and_a_comment_stays_with_its_command():
