@@ -31,6 +31,7 @@ from rag.settings import Settings
 from rag.units import (
     EvidenceUnit,
     build_units,
+    is_lead_in_sentence,
     is_log,
     is_title,
     lead_in,
@@ -213,8 +214,8 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     asked = frozenset(query.tokens)
     scored = []
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
-        if is_title(unit):
-            continue
+        if is_title(unit) or (unit is units[-1] and is_lead_in_sentence(unit)):
+            continue  # a title states nothing; a lead-in ending its chunk introduces what is not in it
         terms = frozenset(tokenize(unit.matched_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total
         identifiers = set(extract_identifiers(unit.matched_text)) if focus or context else set()

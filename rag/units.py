@@ -575,6 +575,12 @@ def is_title(unit: EvidenceUnit) -> bool:
     )
 
 
+def is_lead_in_sentence(unit: EvidenceUnit) -> bool:
+    """A sentence unit that introduces something ("All workers require a few configs:") but holds none of it:
+    what it introduces did not follow it in the chunk (it starts the next chunk, or was a diagram)."""
+    return unit.kind == "sentence" and unit.text.rstrip().endswith(":")
+
+
 def is_log(code: str) -> bool:
     """Whether a code block is log output (what one sees), not commands (what one runs)."""
     lines = [line.strip() for line in code.split("\n") if line.strip()]

@@ -143,6 +143,22 @@ def test_a_title_line_is_never_quoted_even_when_it_scores_best():
     assert _units(draft.text) == ["The native image is experimental and not recommended for production. [1]"]
 
 
+def test_a_lead_in_that_ends_its_chunk_is_never_quoted_but_one_followed_by_prose_is():
+    """The list "All workers require a few configs:" introduces starts the next chunk: alone, the lead-in
+    says nothing. One followed by what it introduces, even as prose, states something."""
+    axes = _Axes()
+    text = (
+        "You may safely remove these properties from your worker configurations:\n"
+        "`internal.key.converter=org.apache.kafka.connect.json.JsonConverter`\n\n"
+        "All workers (both standalone and distributed) require a few configs:"
+    )
+    top = candidate(axes, "top", text, [0.5, 0.4, 0.95])
+    draft = extract_answer(ranked([top], "which configs does a connect worker need?"), shape(max_units_fact=3))
+    _check(draft)
+    assert "require a few configs" not in draft.text, draft.text
+    assert draft.text.startswith("You may safely remove these properties"), draft.text
+
+
 @pytest.mark.parametrize(("weight", "second"), [(0.0, "Check the broker logs"), (0.1, "Increase")])
 def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(weight, second):
     """The sentence after "check whether X" often says how: with the weight, it beats a slightly better
