@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from rag.identifiers import extract_identifiers
 
 # 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
-# inside a fenced block (cut for size) starts as code
+# inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")"
 UNITS_VERSION = 5
 KINDS = ("sentence", "list", "code", "row", "setting")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
@@ -45,7 +45,7 @@ MAX_DANGLING_LEAD_IN = 100  # a lead-in without ":" ("To add partitions you can 
 
 _FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+")
-_CELL_SEPARATOR = re.compile(r" \|(?: |$)")
+_CELL_SEPARATOR = re.compile(r" \|(?= |$)")  # the space after a pipe is the next cell's: `a | | | b` has 4 cells
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9`\"'(\[])")
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp)\.$", re.I)
 _TERMINAL = re.compile(r"[.!?;,:)\]]$")
@@ -493,11 +493,12 @@ def _dangling(sentence: str) -> bool:
 
 
 def _is_header(cells: list[str]) -> bool:
-    """A header row: every cell a short label, none a number, a sentence or empty."""
+    """A header row: every cell a short label, none a number, a sentence or empty. A label may end in a
+    parenthesis: `Protocol (API key)`."""
     return all(
         cell
         and len(cell) <= _SHORT_CELL_CHARS
-        and not _TERMINAL.search(cell)
+        and not _TERMINAL.search(cell.removesuffix(")"))
         and not re.fullmatch(r"-?\d+(?:\.\d+)?|true|false", cell, re.I)
         and cell[0].isalpha()
         for cell in cells
@@ -589,13 +590,13 @@ def is_log(code: str) -> bool:
 
 def table_start(text: str) -> tuple[str, bool]:
     """The first row of the table that `text` ends inside, and whether `text` also holds what comes
-    before that table (so the row is its header); ("", False) when `text` does not end in a table."""
-    lines = [line for line in text.strip().split("\n") if line.strip()]
-    if not lines or " | " not in lines[-1]:
+    before that table (so the row is its header); ("", False) when `text` does not end in a table.
+    Rows of one table may differ in width (`ALTER_CONFIGS (33) | Alter | Cluster |` has an empty note)."""
+    lines = text.strip().split("\n")
+    if len(_cells(lines[-1])) < 2:
         return "", False
-    width = len(_cells(lines[-1]))
     start = len(lines) - 1
-    while start > 0 and " | " in lines[start - 1] and len(_cells(lines[start - 1])) == width:
+    while start > 0 and len(_cells(lines[start - 1])) > 1:
         start -= 1
     return lines[start], start > 0
 

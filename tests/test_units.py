@@ -433,6 +433,31 @@ def test_the_table_a_chunk_ends_inside_and_where_it_starts(text, start):
     assert table_start(text) == start
 
 
+ACL_TABLE = (
+    "Protocol (API key) | Operation | Resource | Note\n"
+    "PRODUCE (0) | Write | TransactionalId | A transactional producer needs this.\n"
+    "GET_TELEMETRY_SUBSCRIPTIONS (71) | | | No authorization check is performed for this request.\n"
+    "CONSUMER_GROUP_DESCRIBE (69) | Read | Group |"
+)
+
+
+def test_a_table_with_empty_cells_keeps_its_header_and_column_names():
+    """Empty cells (`| | |`) and an empty last note make rows of one table look of different widths: the
+    header (a label may end in a parenthesis) still names every row's columns, in its chunk and below it."""
+    units = build_units(f"The operations on resources are below.\n\n{ACL_TABLE}")
+    rows = [render_unit(u, 1) for u in units if u.kind == "row"]
+    assert rows == [
+        "`PRODUCE (0)` (Operation: Write · Resource: TransactionalId): A transactional producer needs this. [1]",
+        "`GET_TELEMETRY_SUBSCRIPTIONS (71)`: No authorization check is performed for this request. [1]",
+        "`CONSUMER_GROUP_DESCRIBE (69)` (Operation: Read · Resource: Group) [1]",
+    ]
+    # A chunk that ends inside this table started it at its header, not at a row of another width.
+    assert table_start(f"Operations on resources:\n\n{ACL_TABLE}") == (ACL_TABLE.split("\n")[0], True)
+    below = build_units("\n".join(ACL_TABLE.split("\n")[2:]))
+    header = ACL_TABLE.split("\n")[0]
+    assert render_unit(with_table_header(below[-1], header), 1) == rows[-1]
+
+
 # ------------------------------------------------------------------------------------------ real corpora
 
 
