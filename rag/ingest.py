@@ -236,10 +236,7 @@ def chunk_texts(row: Mapping[str, Any], chunk_vectors: str) -> tuple[list[str], 
 
 def planned_texts(rows: Iterable[Mapping[str, Any]], config: IngestConfig) -> int:
     """How many texts `embed_rows` will encode for these chunk rows (for progress)."""
-    return sum(
-        len(own) + len(units)
-        for own, units in (chunk_texts(r, config.chunk_vectors) for r in rows)
-    )
+    return sum(len(own) + len(units) for own, units in (chunk_texts(r, config.chunk_vectors) for r in rows))
 
 
 def chunk_vector(unit_vectors: np.ndarray) -> np.ndarray:

@@ -33,7 +33,16 @@ from rag.units import unit_texts
 from tests.conftest import KAFKA_DOCS, SEEDS, default_ingest_config, free_port, run_kafka_rag, stop_process_group
 
 PLAIN_COLUMNS = (
-    "doc_id", "source_path", "title", "section_path", "text", "identifiers", "start", "end", "url", "continues_code"
+    "doc_id",
+    "source_path",
+    "title",
+    "section_path",
+    "text",
+    "identifiers",
+    "start",
+    "end",
+    "url",
+    "continues_code",
 )
 CLUSTER_FILES = ["000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40f4a68e.txt"]
 
