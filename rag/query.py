@@ -59,9 +59,6 @@ _FLAGS = re.compile(r"(?:^|\s)--?[a-z][\w-]*")
 _FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 # A name the user quotes in their own words, one word in '…' or "…": their topic, group or host
 # ("Topic 'some_topic' shows up as 'cluster1.some_topic'"), not a word the corpus should know.
-# ... or in backticks, when it is a plain lower-case name (`orders-7`, `billing-agg`): a dotted, snake-case or
-# CamelCase word in backticks is a setting or an API, which the corpus should know.
-_CODE_NAME = re.compile(r"(?<![\w`])`([a-z][a-z0-9]*(?:-[a-z0-9]+)*)`(?![\w`])")
 _QUOTED_NAME = re.compile(r"(?<![\w'\"])['\"]([^'\"\s]{2,80})['\"](?![\w'\"])")
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
@@ -151,12 +148,6 @@ def parse_query(
         if place == "question":
             own_words.append(line)
             own_terms.update(t for value in _QUOTED_NAME.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
-            own_terms.update(
-                t
-                for value in _CODE_NAME.findall(line[:MAX_LINE_CHARS])
-                if not extract_identifiers(value)
-                for t in tokenize(value)
-            )
         elif place == "command":
             own_terms.update(t for value in _FLAG_VALUE.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
         for name in extract_identifiers(line[:MAX_LINE_CHARS]):

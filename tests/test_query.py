@@ -413,17 +413,6 @@ def test_names_keep_the_sentence_opening_word_apart():
     assert query.opening_names == ("Which", "Does")
 
 
-def test_a_plain_name_in_backticks_is_the_users_own_term_but_a_setting_or_api_is_not():
-    query = parse_query(
-        "Our `ledger-writer` service fails on `orders-7` with `snapshot.mode` set; "
-        "is `OFFSET_BEGINNING` or `incremental_assign` the fix, or `kafka-get-offsets`?"
-    )
-    assert {"ledger-writer", "orders-7"} <= query.own_terms
-    # A dotted, snake-case or upper-case word is a setting or an API, and a kafka-* tool is an identifier:
-    # the corpus should know them, so they stay evidence that it does not.
-    assert not {"snapshot.mode", "offset_beginning", "incremental_assign", "kafka-get-offsets"} & query.own_terms
-
-
 def test_names_with_a_lower_case_start_artifact_ids_and_quoted_programs():
     query = parse_query("Can ksqlDB read it? We use spring-cloud-stream-binder and run `zorb cluster config set x`.")
     assert {"ksqlDB", "spring-cloud-stream-binder", "zorb"} <= set(query.names)
