@@ -630,15 +630,13 @@ def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
     setting's entry (each in full, should two settings share a description), or else the first list or
     code piece; then the pieces of a list or code block cut for size joined again, in text order."""
     ordered = sorted(units, key=lambda u: u.position)
-    bodies = {kind: "\n".join(u.parts[1] for u in ordered if u.kind == kind) for kind in ("list", "code")}
-    lines = [render_unit(u, marker) for u in ordered if u.kind == "setting"]
-    if not lines:
-        head = ordered[0]
-        lines = [render_unit(dataclasses.replace(head, parts=(head.parts[0], bodies.pop(head.kind))), marker)]
-    if bodies.get("list"):
-        lines.append(_render_items(bodies["list"]))
-    if code := bodies.get("code"):
-        lines.append(_fenced(code))
+    lines = [render_unit(u, marker) for u in ordered if u.kind == "setting"] or [
+        f"{format_sentence(ordered[0].parts[0])} [{marker}]"
+    ]
+    if items := [u.parts[1] for u in ordered if u.kind == "list"]:
+        lines.append(_render_items(*items))
+    if code := [u.parts[1] for u in ordered if u.kind == "code"]:
+        lines.append(_fenced("\n".join(code)))
     return "\n".join(lines)
 
 
@@ -682,18 +680,34 @@ def _fenced(code: str) -> str:
     return f"{fence}\n{textwrap.dedent(code)}\n{fence}"
 
 
-def _render_items(items: str) -> str:
-    """Items as "- " lines (nested ones indented as in the text), continuation lines under their item."""
-    lines = [line for line in textwrap.dedent(items).split("\n") if line.strip()]
+def _render_items(*pieces: str) -> str:
+    """Items as "- " lines (nested ones indented as in the text), continuation lines under their item. A
+    code block inside an item stays verbatim, and one that a piece of a list cut for size ends inside is
+    closed there: an open fence would turn what follows into code."""
+    margin = min((len(line) - len(line.lstrip()) for p in pieces for line in p.split("\n") if line.strip()), default=0)
     out: list[str] = []
-    for line in lines:
-        indent = len(line) - len(line.lstrip())
-        body = line.strip()
-        bullet = _ITEM.match(body)
-        if bullet:
-            out.append(" " * indent + "- " + format_sentence(body[bullet.end() :]))
-        else:
-            out.append(" " * max(indent, 2) + format_sentence(body))
+    for piece in pieces:
+        fence, fence_indent, shift = "", 0, 0
+        for line in (line[margin:] for line in piece.split("\n") if line.strip()):
+            indent = len(line) - len(line.lstrip())
+            body = line.strip()
+            if fence:  # shifted with its fence, so the code keeps its own indentation
+                closing = _closes(body, fence)
+                out.append(" " * fence_indent + body if closing else " " * shift + line)
+                fence = "" if closing else fence
+                continue
+            if opening := _FENCE_LINE.match(body):
+                fence, fence_indent = opening.group(1), max(indent, 2)
+                shift = fence_indent - indent
+                out.append(" " * fence_indent + body)
+                continue
+            bullet = _ITEM.match(body)
+            if bullet:
+                out.append(" " * indent + "- " + format_sentence(body[bullet.end() :]))
+            else:
+                out.append(" " * max(indent, 2) + format_sentence(body))
+        if fence:
+            out.append(" " * fence_indent + fence)
     return "\n".join(out)
 
 

@@ -383,6 +383,40 @@ def test_render_list():
     assert render_unit(unit, 1) == "Kafka supports the following SASL mechanisms: [1]\n- GSSAPI (Kerberos)\n  - PLAIN"
 
 
+def test_a_code_block_inside_a_list_item_stays_verbatim_and_a_cut_one_is_closed():
+    """A list cut for size can end inside an item's code block: its open fence would make the rest of the
+    answer code, and the code's keys must not get inline-code backticks."""
+    code = 'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    username="alice";'
+    lead, item = "Configuring Kafka Clients:", "- Configure the JAAS property for each client, for example:"
+    unit = EvidenceUnit("list", (lead, f"{item}\n```\n{code}"))
+    assert render_unit(unit, 1).split("\n") == [
+        "Configuring Kafka Clients: [1]",
+        "- Configure the JAAS property for each client, for example:",
+        "  ```",
+        "  sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\",
+        '      username="alice";',
+        "  ```",
+    ]
+    closed = EvidenceUnit("list", (lead, f"{item}\n  ```\n  {code}\n  ```\n- Then restart the client."))
+    rendered = render_unit(closed, 1)
+    assert rendered.count("```") == 2 and rendered.endswith("- Then restart the client.")
+
+
+def test_pieces_of_a_list_cut_inside_an_items_code_block_join_with_the_block_closed():
+    lead = "SASL configuration for Kafka brokers:"
+    first = "- Set the inter-broker protocol:\n```\nsecurity.inter.broker.protocol=SASL_SSL"
+    second = "- Select one or more mechanisms to enable in the broker."
+    pieces = [EvidenceUnit("list", (lead, first), position=0), EvidenceUnit("list", (lead, second), position=1)]
+    assert render_shared_lead(pieces, 2).split("\n") == [
+        "SASL configuration for Kafka brokers: [2]",
+        "- Set the inter-broker protocol:",
+        "  ```",
+        "  security.inter.broker.protocol=SASL_SSL",
+        "  ```",
+        "- Select one or more mechanisms to enable in the broker.",
+    ]
+
+
 def test_render_code_with_and_without_lead_in():
     (led,) = build_units("To add configs:\n\n```\n$ bin/kafka-configs.sh --alter --add-config x=y\n```")
     assert render_unit(led, 3) == "To add configs: [3]\n```\n$ bin/kafka-configs.sh --alter --add-config x=y\n```"
