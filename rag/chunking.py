@@ -2,9 +2,9 @@
 
 A section (a FAQ question with its answer, a heading with its body) becomes one chunk when it fits
 `chunk_size`; a longer one is split at paragraph boundaries, never inside a fenced code/log block
-unless the block alone is too large (a piece that starts inside it records so: `continues_code`), with
-`overlap` characters of trailing sentences carried over; a
-lead-in ("... are given below:") that would end a piece starts the next one, with what it introduces.
+unless the block alone is too large (a piece that starts inside it records so: `continues_code`),
+with `overlap` characters of trailing sentences carried over; a lead-in ("... are given below:") that
+would end a piece starts the next one, with what it introduces.
 Sections too small to stand alone are packed with their next sibling. Every chunk records its
 section path, and the text that gets embedded is prefixed with that path.
 """
