@@ -126,6 +126,13 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     lead_pool = [u for u in named if u.candidate_index == 0] or named or lead_pool
     lead = max(lead_pool, key=lambda u: u.score)
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
+    layout = query.intent == "troubleshoot"
+    # A troubleshooting answer is laid out as cause / what to do / how to check, and each part's units are
+    # measured against the best unit of that part: a lead that restates the question ("The record state is
+    # invalid.") scores so high that what to do would fall under a cutoff measured from it.
+    best_of_part: dict[str, float] = {}
+    for u in scored:
+        best_of_part[u.bucket] = max(best_of_part.get(u.bucket, u.score), u.score)
     chosen = [lead]
     seen_terms = set(lead.terms)
     chars = len(lead.unit.text)
@@ -143,9 +150,13 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
                 -u.unit.position,
             ),
         )
-        if _with_neighbours(unit, chosen, shape) < lead.score - shape.relative_cutoff:
-            break
+        reference = best_of_part[unit.bucket] if layout else lead.score
+        below = _with_neighbours(unit, chosen, shape) < reference - shape.relative_cutoff
+        if below and not layout:
+            break  # the best remaining unit is too far below the lead: so is every other one
         pool.remove(unit)
+        if below:
+            continue
         if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE for other in chosen):
             continue
         new_terms = unit.terms - seen_terms
@@ -157,7 +168,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         chosen.append(unit)
         seen_terms |= unit.terms
         chars += cost
-    return _render(ranked.candidates, chosen, layout=query.intent == "troubleshoot")
+    return _render(ranked.candidates, chosen, layout=layout)
 
 
 def _lead_key(unit: _Scored) -> tuple[int, str] | None:

@@ -192,6 +192,25 @@ def test_a_troubleshooting_question_takes_up_to_max_units_troubleshoot_under_hea
     assert "Increase `group.share.record.lock.duration.ms`" in do
 
 
+def test_what_to_do_is_measured_against_the_best_fix_not_a_lead_that_restates_the_question():
+    """ "What causes INVALID_RECORD_STATE and how do I fix it?": the record's "The record state is invalid."
+    scores far above every fix; a cutoff measured from it left the answer without what to do."""
+    axes = _Axes()
+    cause = "The record state is invalid. The acknowledgement of delivery could not be completed."
+    fixes = "Ensure each record is acknowledged exactly once. Upgrade the client library to the latest version."
+    candidates = [candidate(axes, "record", cause, [0.95, 0.5]), candidate(axes, "solutions", fixes, [0.35, 0.3])]
+    question = "What causes INVALID_RECORD_STATE and how do I fix it?"
+    draft = extract_answer(ranked(candidates, question), shape(relative_cutoff=0.2, max_units_troubleshoot=4))
+    _check(draft)
+    assert "**What to do**" in draft.text, draft.text
+    assert "Ensure each record is acknowledged exactly once. [2]" in draft.text
+    assert "Upgrade the client library" in draft.text  # within the cutoff of the best fix
+    assert "could not be completed" not in draft.text  # a cause far below the best cause stays out
+    # A fact answer keeps one cutoff, measured from its lead.
+    fact = extract_answer(ranked(candidates, FACT), shape(relative_cutoff=0.2))
+    assert "Ensure" not in fact.text and "**" not in fact.text, fact.text
+
+
 def test_units_far_below_the_lead_are_left_out():
     axes = _Axes()
     draft = extract_answer(ranked([candidate(axes, "a", FIX, [0.9, 0.85, 0.5])]), shape(relative_cutoff=0.1))
