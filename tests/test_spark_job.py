@@ -25,25 +25,14 @@ import pytest
 from rag.chunking import dense_text
 from rag.embedding import load_embedder
 from rag.errors import ConfigurationError
-from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
+from rag.index_store import CHUNK_SCHEMA, current_version, load_index, read_chunk_table, read_manifest
 from rag.ingest import chunk_files, run_ingest
 from rag.settings import Settings
 from rag.spark_job import check_java, spark_engine
 from rag.units import unit_texts
 from tests.conftest import KAFKA_DOCS, SEEDS, default_ingest_config, free_port, run_kafka_rag, stop_process_group
 
-PLAIN_COLUMNS = (
-    "doc_id",
-    "source_path",
-    "title",
-    "section_path",
-    "text",
-    "identifiers",
-    "start",
-    "end",
-    "url",
-    "continues_code",
-)
+PLAIN_COLUMNS = tuple(name for name in CHUNK_SCHEMA.names if name != "chunk_id")  # the ids: compared in order
 CLUSTER_FILES = ["000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40f4a68e.txt"]
 
 
