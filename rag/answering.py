@@ -128,11 +128,13 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
     layout = query.intent == "troubleshoot"
     # A troubleshooting answer is laid out as cause / what to do / how to check, and each part's units are
-    # measured against the best unit of that part: a lead that restates the question ("The record state is
-    # invalid.") scores so high that what to do would fall under a cutoff measured from it.
+    # measured against the best unit of that part other than the lead: a lead that restates the question
+    # ("The record state is invalid.") scores so high that the causes and what to do would fall under a
+    # cutoff measured from it.
     best_of_part: dict[str, float] = {}
     for u in scored:
-        best_of_part[u.bucket] = max(best_of_part.get(u.bucket, u.score), u.score)
+        if u is not lead:
+            best_of_part[u.bucket] = max(best_of_part.get(u.bucket, u.score), u.score)
     chosen = [lead]
     seen_terms = set(lead.terms)
     chars = len(lead.unit.text)
@@ -150,7 +152,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
                 -u.unit.position,
             ),
         )
-        reference = best_of_part[unit.bucket] if layout else lead.score
+        reference = best_of_part.get(unit.bucket, lead.score) if layout else lead.score
         below = _with_neighbours(unit, chosen, shape) < reference - shape.relative_cutoff
         if below and not layout:
             break  # the best remaining unit is too far below the lead: so is every other one

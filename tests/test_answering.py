@@ -194,18 +194,25 @@ def test_a_troubleshooting_question_takes_up_to_max_units_troubleshoot_under_hea
 
 def test_what_to_do_is_measured_against_the_best_fix_not_a_lead_that_restates_the_question():
     """ "What causes INVALID_RECORD_STATE and how do I fix it?": the record's "The record state is invalid."
-    scores far above every fix; a cutoff measured from it left the answer without what to do."""
+    scores far above every cause and fix; a cutoff measured from it left the answer without them."""
     axes = _Axes()
-    cause = "The record state is invalid. The acknowledgement of delivery could not be completed."
+    cause = (
+        "The record state is invalid. The acknowledgement of delivery could not be completed. "
+        "The record was produced in 2024 by a broker in another region."
+    )
     fixes = "Ensure each record is acknowledged exactly once. Upgrade the client library to the latest version."
-    candidates = [candidate(axes, "record", cause, [0.95, 0.5]), candidate(axes, "solutions", fixes, [0.35, 0.3])]
+    candidates = [
+        candidate(axes, "record", cause, [0.95, 0.5, 0.1]),
+        candidate(axes, "solutions", fixes, [0.35, 0.3]),
+    ]
     question = "What causes INVALID_RECORD_STATE and how do I fix it?"
     draft = extract_answer(ranked(candidates, question), shape(relative_cutoff=0.2, max_units_troubleshoot=4))
     _check(draft)
     assert "**What to do**" in draft.text, draft.text
     assert "Ensure each record is acknowledged exactly once. [2]" in draft.text
     assert "Upgrade the client library" in draft.text  # within the cutoff of the best fix
-    assert "could not be completed" not in draft.text  # a cause far below the best cause stays out
+    assert "could not be completed" in draft.text  # the best cause after the lead
+    assert "another region" not in draft.text  # far below it
     # A fact answer keeps one cutoff, measured from its lead.
     fact = extract_answer(ranked(candidates, FACT), shape(relative_cutoff=0.2))
     assert "Ensure" not in fact.text and "**" not in fact.text, fact.text
