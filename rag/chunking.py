@@ -5,8 +5,9 @@ A section (a FAQ question with its answer, a heading with its body) becomes one 
 unless the block alone is too large (a piece that starts inside it records so: `continues_code`),
 with `overlap` characters of trailing sentences carried over; a lead-in ("... are given below:") that
 would end a piece starts the next one, with what it introduces.
-Sections too small to stand alone are packed with their next sibling. Every chunk records its
-section path, and the text that gets embedded is prefixed with that path.
+A section too small to stand alone is packed with the sub-sections that follow it (an introduction
+with its first topic); a sibling keeps a chunk of its own, so its heading stays in its own section
+path. Every chunk records its section path, and the text that gets embedded is prefixed with that path.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rag.identifiers import extract_identifiers
 from rag.units import inside_fence
 
 CHUNKER_NAME = "structure-aware"
-CHUNKER_VERSION = 6
+CHUNKER_VERSION = 7
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
 
@@ -74,16 +75,23 @@ def chunk_document(document: Document, chunk_size: int, overlap: int) -> list[Ch
         position = full_text.find(block, cursor)
         cursor = position + len(block)
         pending_chars = sum(len(_section_block(s)) for s, _ in pending)
-        if pending and pending_chars + len(block) > chunk_size:
-            # Packing would split the next section: a small section stands alone rather than lose its answer.
+        if pending and (pending_chars + len(block) > chunk_size or not _below(section, pending[0][0])):
+            # Packing would split the next section, or bury a sibling's heading in the text (a setting's
+            # entry would read as part of the one before): a small section stands alone instead.
             chunks.extend(_chunk_sections(document, pending, chunk_size, overlap))
-            pending = []
+            pending, pending_chars = [], 0
         pending.append((section, position))
         if pending_chars + len(block) < _MIN_STANDALONE_CHARS and section is not document.sections[-1]:
             continue
         chunks.extend(_chunk_sections(document, pending, chunk_size, overlap))
         pending = []
     return chunks
+
+
+def _below(section: Section, parent: Section) -> bool:
+    """`section` sits under `parent`'s heading: its path extends `parent`'s."""
+    depth = len(parent.headings)
+    return len(section.headings) > depth and section.headings[:depth] == parent.headings
 
 
 def _section_block(section: Section) -> str:

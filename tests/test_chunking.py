@@ -213,15 +213,32 @@ def test_heading_path_recorded_and_prefixed_to_the_dense_text():
     assert isinstance(chunk, Chunk)
 
 
-def test_small_sections_are_packed_with_the_next_one():
+def test_a_small_introduction_is_packed_with_its_first_sub_section():
     document = _document(
-        Section(("Acks",), "acks=all waits for the in-sync replicas."),
-        Section(("Retries",), _sentences(6)),
+        Section(("Producer",), "The producer has three settings that matter here."),
+        Section(("Producer", "Retries"), _sentences(6)),
     )
     chunks = chunk_document(document, 900, 150)
     assert len(chunks) == 1
-    assert chunks[0].section_path == ("Guide", "Acks")
-    assert chunks[0].text == f"acks=all waits for the in-sync replicas.\n\nRetries\n{_sentences(6)}"
+    assert chunks[0].section_path == ("Guide", "Producer")
+    assert chunks[0].text == f"The producer has three settings that matter here.\n\nRetries\n{_sentences(6)}"
+
+
+def test_a_small_sibling_keeps_its_own_chunk_and_heading():
+    # Reference pages are runs of short sibling entries: packed, the second key would sit in the text
+    # under the first one's heading, and its description would be quoted as the first one's.
+    document = _document(
+        Section(("ssl.endpoint.identification.algorithm",), "The endpoint identification algorithm."),
+        Section(("ssl.engine.factory.class",), "The class that provides SSLEngine objects. Default value is X."),
+        Section(("ssl.keymanager.algorithm",), _sentences(6)),
+    )
+    chunks = chunk_document(document, 900, 150)
+    assert [c.section_path[-1] for c in chunks] == [
+        "ssl.endpoint.identification.algorithm",
+        "ssl.engine.factory.class",
+        "ssl.keymanager.algorithm",
+    ]
+    assert chunks[1].text == "The class that provides SSLEngine objects. Default value is X."
 
 
 def test_a_small_section_stands_alone_rather_than_split_the_next_answer():
@@ -336,3 +353,22 @@ def test_giant_line_is_cut_at_spaces():
 def test_deterministic_output():
     document = _seed("002")
     assert chunk_document(document, 900, 150) == chunk_document(document, 900, 150)
+
+
+KAFKA_DOCS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "kafka-docs"
+
+
+@pytest.mark.parametrize("page", ["producer_config.html", "admin_client_config.html", "kafka_config.html"])
+def test_every_entry_of_a_generated_reference_page_heads_a_chunk_of_its_own(page):
+    # Before, a short entry was packed with the next one, which then lost its key to the first one's
+    # heading: "ssl.endpoint.identification.algorithm: Default value is …DefaultSslEngineFactory".
+    path = KAFKA_DOCS / "generated" / page
+    if not path.is_file():
+        pytest.skip(f"Kafka docs corpus not found at {KAFKA_DOCS}")
+    document = load_document(path.read_bytes(), f"generated/{page}")
+    chunks = chunk_document(document, 900, 150)
+    keys = {section.headings[-1] for section in document.sections if section.headings}
+    headed = {chunk.section_path[-1] for chunk in chunks}
+    assert len(keys) > 50 and keys <= headed
+    for chunk in chunks:
+        assert not any(f"\n{key}\n" in f"\n{chunk.text}" for key in keys - {chunk.section_path[-1]}), chunk.section_path
