@@ -272,8 +272,12 @@ def _heading_key(passage: Passage) -> str:
 def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bool) -> Draft:
     buckets = [bucket for bucket, _ in _HEADINGS if any(u.bucket == bucket for u in chosen)]
     grouped = layout and len(buckets) > 1
-    # Grouped by part of the answer, or else the lead first and the rest by score.
-    ordered = [u for bucket, _ in _HEADINGS for u in chosen if u.bucket == bucket] if grouped else chosen
+    # Grouped by part of the answer, each part by score; or else the lead first, then each passage's units
+    # together, passages in rank order and a passage's units in its own order, so that steps and "for
+    # instance" read as the page has them.
+    lead = chosen[0]
+    reading = sorted(chosen, key=lambda u: (u is not lead, u.candidate_index, u.unit.position))
+    ordered = [u for bucket, _ in _HEADINGS for u in chosen if u.bucket == bucket] if grouped else reading
     markers: dict[int, int] = {}
     for unit in ordered:
         markers.setdefault(unit.candidate_index, len(markers) + 1)

@@ -133,6 +133,21 @@ def test_a_fact_answer_leads_with_the_top_passage_even_when_a_lower_unit_scores_
     assert len(units) == 2 and units[1].endswith("[2]")
 
 
+def test_a_fact_answer_shows_each_passages_units_together_in_the_order_of_its_text():
+    # By score the answer read [1] [2] [1], and "For instance" came before what it exemplifies.
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.5, 0.9, 0.3])
+    second = candidate(axes, "second", OTHER, [0.8, 0.1])
+    draft = extract_answer(ranked([top, second], FACT), shape(max_units_fact=4))
+    _check(draft)
+    assert _units(draft.text) == [
+        "Increase `group.share.record.lock.duration.ms` so records stay locked longer. [1]",  # the lead
+        "The record lock expired before the acknowledgement arrived. [1]",
+        "Check the broker logs for ShareFetch errors to verify the cause. [1]",
+        "Share groups were introduced by KIP-932 as an early access feature. [2]",
+    ]
+
+
 def test_a_title_line_is_never_quoted_even_when_it_scores_best():
     """A title states nothing: the answer leads with the best statement under it."""
     axes = _Axes()
