@@ -33,7 +33,7 @@ from rag.identifiers import extract_identifiers
 
 # 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")"
-UNITS_VERSION = 5
+UNITS_VERSION = 6
 KINDS = ("sentence", "list", "code", "row", "setting")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -376,7 +376,7 @@ class _Builder:
             if cursor < stop and not (self.lines[cursor].kind == "item" and self.lines[cursor].indent == indent):
                 cursor = end  # the blank lines end the list
                 break
-        lead_in = self._lead_in(index)
+        lead_in = self._lead_in(index) or (self._paragraph_before(index) if self._all_names(items) else None)
         if lead_in:
             self._claim(lead_in)
             item_spans = [(self.lines[a].start - self.lines[a].indent, self._last_end(a, b)) for a, b in items]
@@ -388,6 +388,26 @@ class _Builder:
                 self._sentences(_Span(self.lines[a].start, self.lines[a].end))
                 self._walk(a + 1, b)
         return cursor
+
+    def _all_names(self, items: list[tuple[int, int]]) -> bool:
+        """Every item is one short line that is not a sentence (`num.io.threads`, "Processor API"): quoted
+        alone, an item like that states nothing."""
+        for first, end in items:
+            line = self.lines[first]
+            words = self.text[line.start : line.end]
+            if end - first > 1 or len(words) > MAX_HEADING_CHARS or _TERMINAL.search(words):
+                return False
+        return True
+
+    def _paragraph_before(self, index: int) -> _Span | None:
+        """The last sentence of the prose line right before `index` (blank lines between allowed)."""
+        before = index - 1
+        while before >= 0 and self.lines[before].kind == "blank":
+            before -= 1
+        if before < 0 or self.lines[before].kind != "text":
+            return None
+        line = self.lines[before]
+        return _sentence_spans(self.text, _Span(line.start, line.end))[-1]
 
     def _inside_item(self, index: int, indent: int) -> bool:
         line = self.lines[index]

@@ -158,6 +158,27 @@ def test_items_without_a_lead_in_are_sentences():
     assert units[0].text == "- Ensure each record is acknowledged once."
 
 
+def test_a_list_of_bare_names_stays_with_the_sentence_before_it_even_without_a_colon():
+    # Quoted one by one, "- `num.io.threads`" led an answer about a full disk: a name alone states nothing.
+    text = (
+        "The size of thread pools may be updated dynamically. Updates are restricted to a range.\n\n"
+        "- `num.network.threads`\n- `num.io.threads`\n- `background.threads`"
+    )
+    units = build_units(text)
+    assert _kinds(units) == ["sentence", "list"]
+    assert units[1].parts == (
+        "Updates are restricted to a range.",
+        "- `num.network.threads`\n- `num.io.threads`\n- `background.threads`",
+    )
+
+
+def test_items_that_are_sentences_or_lack_prose_before_them_stay_sentences():
+    sentences = "The pools can grow.\n\n- The network pool serves requests.\n- The I/O pool writes to disk."
+    assert _kinds(build_units(sentences)) == ["sentence"] * 3
+    assert _kinds(build_units("- `num.io.threads`\n- `background.threads`")) == ["sentence"] * 2
+
+
+
 # ------------------------------------------------------------------------------------------ code
 
 
