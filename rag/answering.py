@@ -35,8 +35,10 @@ from rag.units import (
     is_log,
     is_title,
     lead_in,
+    leading_list_end,
     render_shared_lead,
     render_unit,
+    with_list_lead_in,
     with_table_header,
 )
 
@@ -226,6 +228,9 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     focus, context = query.focus_identifiers, query.context_identifiers
     asked = frozenset(query.tokens)
     scored = []
+    # The items of a list an earlier chunk introduced, when the chunk begins inside one, show its lead-in.
+    text = candidate.passage.text
+    list_end = leading_list_end(text, candidate.continues_code) if candidate.list_lead_in else 0
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
         if is_title(unit) or (unit is units[-1] and is_lead_in_sentence(unit)):
             continue  # a title states nothing; a lead-in ending its chunk introduces what is not in it
@@ -245,6 +250,8 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
             + shape.rank_weight / (1 + index)
             - shape.echo_weight * echo
         )
+        if 0 <= text.find(unit.parts[0]) < list_end:
+            unit = with_list_lead_in(unit, candidate.list_lead_in)
         scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit)))
     return scored
 
@@ -314,7 +321,14 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
         Citation(
             marker=marker,
             passage=candidates[index].passage,
-            quotes=tuple(part for u in ordered if u.candidate_index == index for part in u.unit.parts),
+            # A list's lead-in read back from an earlier chunk is shown, not quoted from this passage.
+            quotes=tuple(
+                part
+                for u in ordered
+                if u.candidate_index == index
+                for part in u.unit.parts
+                if part in candidates[index].passage.text
+            ),
         )
         for index, marker in sorted(markers.items(), key=lambda item: item[1])
     )

@@ -13,6 +13,7 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,11 +28,11 @@ from rag.passages import Passage
 from rag.query import Query, QueryIdentifier
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
-from rag.units import table_start
+from rag.units import list_ending, starts_in_list, table_start
 
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
-TABLE_LOOKBACK = 64  # chunks read back for a table's header row (the protocol error table spans 13)
+LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
@@ -72,7 +73,8 @@ class Candidate:
     matched_terms: frozenset[str]  # the question's terms that occur in the chunk
     identifiers: tuple[str, ...]  # the question's identifiers the chunk carries
     row: int = -1  # in the index's chunk table
-    table_header: str = ""  # the header row of the table the chunk begins inside (`Retriever.with_table_headers`)
+    table_header: str = ""  # the header row of the table the chunk begins inside (`Retriever.with_earlier_context`)
+    list_lead_in: str = ""  # the lead-in of the list the chunk begins inside (`Retriever.with_earlier_context`)
     continues_code: bool = False  # the chunk begins inside a fenced block (`rag.units.build_units`)
 
     def feature(self, name: str) -> float:
@@ -208,35 +210,62 @@ class Retriever:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
         return self._batches[batch].slice(row - int(self._batch_starts[batch]), 1).to_pylist()[0]
 
-    def with_table_headers(self, candidates: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
-        """The candidates an answer is made from, each with the header row of the table it begins inside,
-        so its rows show their column names; read for these few only (a long table is read back chunk by chunk)."""
+    def with_earlier_context(self, candidates: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+        """The candidates an answer is made from, each with the header row of the table or the lead-in of
+        the list it begins inside, so its rows show their column names and its items what they list; read
+        for these few only (a long table or list is read back chunk by chunk)."""
         return tuple(
-            dataclasses.replace(c, table_header=self._table_header(c.row, c.passage)) if c.row >= 0 else c
+            dataclasses.replace(
+                c,
+                table_header=self._table_header(c.row, c.passage),
+                list_lead_in=self._list_lead_in(c.row, c.passage),
+            )
+            if c.row >= 0
+            else c
             for c in candidates
         )
+
+    def _earlier_in_section(self, row: int, passage: Passage) -> Iterator[dict]:
+        """The chunks before `row` in the same section, nearest first, at most `LOOKBACK_CHUNKS`."""
+        for previous in range(row - 1, max(row - 1 - LOOKBACK_CHUNKS, -1), -1):
+            earlier = self._record(previous)
+            if (earlier["source_path"], tuple(earlier["section_path"])) != (passage.source_path, passage.section_path):
+                return
+            yield earlier
+
+    def _list_lead_in(self, row: int, passage: Passage) -> str:
+        """The lead-in of the list a chunk begins inside, read back from the earlier chunks of its section
+        ("" when the chunk does not begin with an item or no earlier chunk introduces the list)."""
+        if not starts_in_list(passage.text):
+            return ""
+        for earlier in self._earlier_in_section(row, passage):
+            ending = list_ending(earlier["text"], earlier["continues_code"])
+            if ending is None:
+                return ""
+            lead_in, complete = ending
+            if complete:
+                return lead_in
+        return ""
 
     def _table_header(self, row: int, passage: Passage) -> str:
         """The header row of the table a chunk begins inside, read back from the earlier chunks of its
         section ("" when the chunk does not begin in a table, or the table began more than
-        `TABLE_LOOKBACK` chunks earlier): its rows are shown with their column names."""
+        `LOOKBACK_CHUNKS` chunks earlier): its rows are shown with their column names."""
         if " | " not in passage.text.lstrip().split("\n", 1)[0]:
             return ""
         header = ""
-        for previous in range(row - 1, row - 1 - TABLE_LOOKBACK, -1):
-            earlier = self._record(previous) if previous >= 0 else None
-            if earlier is None or (earlier["source_path"], tuple(earlier["section_path"])) != (
-                passage.source_path,
-                passage.section_path,
-            ):
-                return header  # the section's first chunk began with the table: its first row is the header
+        read = 0
+        for earlier in self._earlier_in_section(row, passage):
+            read += 1
             start, complete = table_start(earlier["text"])
             if not start:
                 return ""
             if complete:
                 return start
             header = start
-        return ""
+        # The section's first chunk began with the table (its first row is the header), unless the
+        # lookback ran out before the section's start.
+        return header if read < LOOKBACK_CHUNKS else ""
 
     def _identifier_order(self, matched: dict[int, frozenset[str]], query_vector: np.ndarray, depth: int) -> list[int]:
         """Rows carrying the question's identifiers, most identifier weight first, then closest to the

@@ -287,7 +287,7 @@ class Assistant:
         timings.update(pool.timings_ms)
         started = time.perf_counter()
         ranked = rank(pool, k, self.settings.max_per_section, self._ranker)
-        ranked = dataclasses.replace(ranked, candidates=retriever.with_table_headers(ranked.candidates))
+        ranked = dataclasses.replace(ranked, candidates=retriever.with_earlier_context(ranked.candidates))
         timings["rank"] = elapsed_ms(started)
         return _Prepared(query, tuple(notes), ranked, timings, retriever.version)
 

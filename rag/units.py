@@ -621,6 +621,57 @@ def table_start(text: str) -> tuple[str, bool]:
     return lines[start], start > 0
 
 
+def list_ending(text: str, continues_code: bool = False) -> tuple[str, bool] | None:
+    """How `text` ends inside a list: (its lead-in, True) when `text` holds what comes before the list
+    ("" when that does not introduce it), ("", False) when `text` is all list (it began earlier); None
+    when `text` does not end in a list. A chunk that begins with items continues such a list."""
+    lines = [line for line in _scan(text, continues_code) if line.kind != "blank"]
+    index = len(lines) - 1
+    indent: int | None = None  # of the outermost item seen so far
+    while index >= 0:
+        line = lines[index]
+        if line.kind == "item":
+            indent = line.indent if indent is None else min(indent, line.indent)
+        elif not (line.kind == "fence" or line.indent > (indent if indent is not None else 0)):
+            break  # a line of its own, not inside an item
+        index -= 1
+    if indent is None:
+        return None
+    if index < 0:
+        return "", False
+    line = lines[index]
+    if line.kind != "text":
+        return "", True
+    last = _sentence_spans(text, _Span(line.start, line.end))[-1].of(text)
+    return (last if last.endswith(":") or _dangling(last) else ""), True
+
+
+def starts_in_list(text: str) -> bool:
+    """`text` begins with a list item (a chunk cut inside a list begins so)."""
+    return bool(_ITEM.match(text.lstrip("\n")))
+
+
+def leading_list_end(text: str, continues_code: bool = False) -> int:
+    """Where the list that `text` begins with ends (0 when `text` does not begin with an item)."""
+    if not starts_in_list(text):
+        return 0
+    lines = [line for line in _scan(text, continues_code) if line.kind != "blank"]
+    indent = lines[0].indent
+    end = 0
+    for line in lines:
+        if line.kind != "item" and line.kind != "fence" and line.indent <= indent:
+            break
+        end = line.end
+    return end
+
+
+def with_list_lead_in(unit: EvidenceUnit, lead_in: str) -> EvidenceUnit:
+    """An item of a list begun in an earlier chunk, as a list unit under that list's lead-in."""
+    if not lead_in or unit.kind != "sentence" or not _ITEM.match(unit.text):
+        return unit
+    return dataclasses.replace(unit, kind="list", parts=(lead_in, unit.text))
+
+
 def with_table_header(unit: EvidenceUnit, header: str) -> EvidenceUnit:
     """A row unit shown with the column names of its table when its chunk began below the header row."""
     if unit.kind != "row" or not header:

@@ -3,6 +3,7 @@ how it renders them, and when it abstains."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -146,6 +147,20 @@ def test_a_fact_answer_shows_each_passages_units_together_in_the_order_of_its_te
         "Check the broker logs for ShareFetch errors to verify the cause. [1]",
         "Share groups were introduced by KIP-932 as an early access feature. [2]",
     ]
+
+
+def test_items_of_a_list_an_earlier_chunk_began_are_shown_under_its_lead_in_but_not_quoted_as_it():
+    axes = _Axes()
+    text = "- GSSAPI (Kerberos) for Active Directory.\n- PLAIN with TLS.\n\nEach needs its own JAAS configuration."
+    top = dataclasses.replace(
+        candidate(axes, "top", text, [0.9, 0.8, 0.1]), list_lead_in="Kafka supports these mechanisms:"
+    )
+    draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2))
+    _check(draft)  # every quote is verbatim in the passage: the lead-in is not quoted
+    assert draft.text == (
+        "Kafka supports these mechanisms: [1]\n- GSSAPI (Kerberos) for Active Directory.\n- PLAIN with TLS."
+    )
+    assert draft.citations[0].quotes == ("- GSSAPI (Kerberos) for Active Directory.", "- PLAIN with TLS.")
 
 
 def test_a_title_line_is_never_quoted_even_when_it_scores_best():

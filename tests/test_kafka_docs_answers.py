@@ -98,6 +98,18 @@ def test_sasl_mechanisms_are_listed_with_their_lead_in(docs):
     assert re.search(r"^[^\n-][^\n]*\[\d+\]\n- ", answer.text, re.M), f"list without its lead-in\n{shown(answer)}"
 
 
+def test_items_of_a_list_begun_in_an_earlier_chunk_are_shown_under_its_lead_in(docs):
+    # The REST API's endpoint list spans several chunks; the later ones began with bare items.
+    question = "how do I see the configuration of all tasks of a connector via REST?"
+    answer = docs.ask(question)
+    assert not answer.abstained, shown(answer)
+    assert "tasks-config" in answer.text, shown(answer)
+    lead_in = "The following are the currently supported REST API endpoints: [1]\n- "
+    assert answer.text.startswith(lead_in), shown(answer)
+    for citation in answer.citations:  # the lead-in is shown, never quoted from a chunk that lacks it
+        assert all(quote in citation.passage.text for quote in citation.quotes), shown(answer)
+
+
 def test_the_default_of_acks_is_all(docs):
     answer = docs.ask("What is the default value of acks for the producer?")
     assert not answer.abstained, shown(answer)

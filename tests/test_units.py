@@ -18,10 +18,14 @@ from rag.units import (
     is_log,
     is_title,
     lead_in,
+    leading_list_end,
+    list_ending,
     render_shared_lead,
     render_unit,
+    starts_in_list,
     table_start,
     unit_texts,
+    with_list_lead_in,
     with_table_header,
 )
 
@@ -177,6 +181,31 @@ def test_items_that_are_sentences_or_lack_prose_before_them_stay_sentences():
     assert _kinds(build_units(sentences)) == ["sentence"] * 3
     assert _kinds(build_units("- `num.io.threads`\n- `background.threads`")) == ["sentence"] * 2
 
+
+@pytest.mark.parametrize(
+    ("text", "ending"),
+    [
+        ("Intro.\n\nIt supports these:\n\n- GSSAPI\n- PLAIN\n  with its own JAAS file", ("It supports these:", True)),
+        ("- SCRAM-SHA-256\n- SCRAM-SHA-512", ("", False)),  # all list: it began in an earlier chunk
+        ("Items follow.\n\n- a\n- b", ("", True)),  # the prose before does not introduce it
+        ("We list:\n\n- a\n\nThen prose.", None),  # the list ended before the chunk did
+        ("Plain prose only.", None),
+    ],
+)
+def test_list_ending_tells_how_a_chunk_ends_inside_a_list(text, ending):
+    assert list_ending(text) == ending
+
+
+def test_the_leading_items_of_a_chunk_take_the_lead_in_of_their_list():
+    text = "- `POST /connectors` - create one. It needs a name.\n  - nested\n- `GET /` - version\n\nProse after."
+    end = leading_list_end(text)
+    assert text[:end].endswith("- `GET /` - version") and starts_in_list(text)
+    assert leading_list_end("Prose first.\n- item") == 0
+    units = build_units(text)
+    shown = [with_list_lead_in(u, "The endpoints are:") for u in units]
+    assert shown[0].kind == "list" and shown[0].parts == ("The endpoints are:", "- `POST /connectors` - create one.")
+    assert shown[1] is units[1]  # "It needs a name." is no item: it stays a sentence
+    assert with_list_lead_in(units[0], "") is units[0]
 
 
 # ------------------------------------------------------------------------------------------ code
