@@ -172,7 +172,27 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         chosen.append(unit)
         seen_terms |= unit.terms
         chars += cost
-    return _render(ranked.candidates, chosen, layout=layout)
+    return _render(ranked.candidates, _with_what_lead_ins_introduce(chosen, scored, shape.max_chars - chars), layout)
+
+
+def _with_what_lead_ins_introduce(chosen: list[_Scored], scored: list[_Scored], budget: int) -> list[_Scored]:
+    """A chosen sentence that introduces what follows it ("For instance, the following example moves …:")
+    is shown with that next unit of its passage, taken in when the character budget allows; else left out."""
+    by_place = {(u.candidate_index, u.unit.position): u for u in scored}
+    shown: list[_Scored] = []
+    for unit in chosen:
+        if not is_lead_in_sentence(unit.unit):
+            shown.append(unit)
+            continue
+        following = by_place.get((unit.candidate_index, unit.unit.position + 1))
+        if following is None:
+            continue
+        if any(following is other for other in (*chosen, *shown)):
+            shown.append(unit)
+        elif len(following.unit.text) <= budget:
+            shown += [unit, following]
+            budget -= len(following.unit.text)
+    return shown or chosen
 
 
 def _lead_key(unit: _Scored) -> tuple[int, str] | None:

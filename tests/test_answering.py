@@ -189,6 +189,24 @@ def test_a_lead_in_that_ends_its_chunk_is_never_quoted_but_one_followed_by_prose
     assert draft.text.startswith("You may safely remove these properties"), draft.text
 
 
+@pytest.mark.parametrize(("budget", "shown"), [(5000, True), (170, False)])
+def test_a_chosen_lead_in_brings_what_it_introduces_or_is_left_out(budget, shown):
+    # "For instance, the following example moves …:" was quoted while the plan it introduces was not.
+    axes = _Axes()
+    text = (
+        "The tool can move replicas of a partition to chosen brokers.\n\n"
+        "For instance, the following example moves partition 0 of topic foo1 to brokers 5 and 6:\n\n"
+        "Another lead-in sentence here:\n\n"
+        "```\n$ cat custom-reassignment.json\n{\"version\":1}\n```"
+    )
+    top = candidate(axes, "top", text, [0.9, 0.8, 0.1])
+    draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2, max_chars=budget))
+    _check(draft)
+    assert draft.text.startswith("The tool can move replicas"), draft.text
+    assert ("For instance" in draft.text) is shown, draft.text
+    assert ("custom-reassignment.json" in draft.text) is shown, draft.text
+
+
 @pytest.mark.parametrize(("weight", "second"), [(0.0, "Check the broker logs"), (0.1, "Increase")])
 def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(weight, second):
     """The sentence after "check whether X" often says how: with the weight, it beats a slightly better
