@@ -250,7 +250,7 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     scored = []
     # The items of a list an earlier chunk introduced, when the chunk begins inside one, show its lead-in.
     text = candidate.passage.text
-    list_end = leading_list_end(text, candidate.continues_code) if candidate.list_lead_in else 0
+    list_end = leading_list_end(text, candidate.continues_code) if candidate.list_intro is not None else 0
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
         if is_title(unit) or (unit is units[-1] and is_lead_in_sentence(unit)):
             continue  # a title states nothing; a lead-in ending its chunk introduces what is not in it
@@ -288,6 +288,26 @@ def _bucket(unit: EvidenceUnit) -> str:
     return "cause"
 
 
+def _carried(unit: _Scored, candidates: tuple[Candidate, ...]) -> bool:
+    """The unit is an item shown under the lead-in of a list its chunk began inside."""
+    candidate = candidates[unit.candidate_index]
+    return (
+        candidate.list_intro is not None and unit.unit.kind == "list" and unit.unit.parts[0] == candidate.list_lead_in
+    )
+
+
+def _cited(key: int, candidates: tuple[Candidate, ...], ordered: list[_Scored]) -> tuple[Passage, tuple[str, ...]]:
+    """The passage a marker key stands for (see `_render`) and what the answer quotes from it, verbatim: a
+    carried lead-in from its own chunk, every other part from the candidate's."""
+    if key < 0:
+        candidate = candidates[-1 - key]
+        assert candidate.list_intro is not None  # keyed so only for a carried lead-in
+        return candidate.list_intro, (candidate.list_lead_in,)
+    passage = candidates[key].passage
+    parts = (part for u in ordered if u.candidate_index == key for part in u.unit.parts)
+    return passage, tuple(part for part in parts if part in passage.text)
+
+
 def _heading_key(passage: Passage) -> str:
     """The setting, error or tool a passage's own heading names, when the heading is nothing but that name."""
     heading = passage.section_path[-1].strip() if len(passage.section_path) > 1 else ""
@@ -305,8 +325,12 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
     lead = chosen[0]
     reading = sorted(chosen, key=lambda u: (u is not lead, u.candidate_index, u.unit.position))
     ordered = [u for bucket, _ in _HEADINGS for u in chosen if u.bucket == bucket] if grouped else reading
+    # A list's lead-in read back from an earlier chunk (`Candidate.list_intro`) is cited to that chunk:
+    # its marker, keyed -1 - candidate index, comes right before the marker of the chunk with the items.
     markers: dict[int, int] = {}
     for unit in ordered:
+        if _carried(unit, candidates):
+            markers.setdefault(-1 - unit.candidate_index, len(markers) + 1)
         markers.setdefault(unit.candidate_index, len(markers) + 1)
     blocks: list[str] = []
     current = ""
@@ -329,6 +353,9 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
             block = render_shared_lead([u.unit for u in group], marker)
         else:
             block = render_unit(with_table_header(unit.unit, candidates[unit.candidate_index].table_header), marker)
+        if _carried(unit, candidates):
+            intro = markers[-1 - unit.candidate_index]
+            block = block.replace(f" [{marker}]", f" [{intro}][{marker}]", 1)
         key = _heading_key(candidates[unit.candidate_index].passage)
         # A setting or row names its own subject; a bare code block must start its line.
         prose = all(u.unit.kind in ("sentence", "list") for u in group)
@@ -338,18 +365,8 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
             named.add(unit.candidate_index)
         blocks.append(block)
     citations = tuple(
-        Citation(
-            marker=marker,
-            passage=candidates[index].passage,
-            # A list's lead-in read back from an earlier chunk is shown, not quoted from this passage.
-            quotes=tuple(
-                part
-                for u in ordered
-                if u.candidate_index == index
-                for part in u.unit.parts
-                if part in candidates[index].passage.text
-            ),
-        )
-        for index, marker in sorted(markers.items(), key=lambda item: item[1])
+        Citation(marker=marker, passage=passage, quotes=quotes)
+        for key, marker in sorted(markers.items(), key=lambda item: item[1])
+        for passage, quotes in [_cited(key, candidates, ordered)]
     )
     return Draft(text="\n\n".join(blocks).strip(), citations=citations, abstained=False)

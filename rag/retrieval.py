@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -75,6 +76,7 @@ class Candidate:
     row: int = -1  # in the index's chunk table
     table_header: str = ""  # the header row of the table the chunk begins inside (`Retriever.with_earlier_context`)
     list_lead_in: str = ""  # the lead-in of the list the chunk begins inside (`Retriever.with_earlier_context`)
+    list_intro: Passage | None = None  # the earlier chunk that holds `list_lead_in`, cited for it
     continues_code: bool = False  # the chunk begins inside a fenced block (`rag.units.build_units`)
 
     def feature(self, name: str) -> float:
@@ -216,9 +218,7 @@ class Retriever:
         for these few only (a long table or list is read back chunk by chunk)."""
         return tuple(
             dataclasses.replace(
-                c,
-                table_header=self._table_header(c.row, c.passage),
-                list_lead_in=self._list_lead_in(c.row, c.passage),
+                c, table_header=self._table_header(c.row, c.passage), **self._list_intro(c.row, c.passage)
             )
             if c.row >= 0
             else c
@@ -233,19 +233,20 @@ class Retriever:
                 return
             yield earlier
 
-    def _list_lead_in(self, row: int, passage: Passage) -> str:
-        """The lead-in of the list a chunk begins inside, read back from the earlier chunks of its section
-        ("" when the chunk does not begin with an item or no earlier chunk introduces the list)."""
+    def _list_intro(self, row: int, passage: Passage) -> dict[str, Any]:
+        """`list_lead_in` and `list_intro` of a chunk that begins inside a list, read back from the earlier
+        chunks of its section (nothing when the chunk does not begin with an item or no earlier chunk
+        introduces the list)."""
         if not starts_in_list(passage.text):
-            return ""
+            return {}
         for earlier in self._earlier_in_section(row, passage):
             ending = list_ending(earlier["text"], earlier["continues_code"])
             if ending is None:
-                return ""
+                return {}
             lead_in, complete = ending
             if complete:
-                return lead_in
-        return ""
+                return {"list_lead_in": lead_in, "list_intro": _passage(earlier, 0.0)} if lead_in else {}
+        return {}
 
     def _table_header(self, row: int, passage: Passage) -> str:
         """The header row of the table a chunk begins inside, read back from the earlier chunks of its

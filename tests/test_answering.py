@@ -149,18 +149,22 @@ def test_a_fact_answer_shows_each_passages_units_together_in_the_order_of_its_te
     ]
 
 
-def test_items_of_a_list_an_earlier_chunk_began_are_shown_under_its_lead_in_but_not_quoted_as_it():
+def test_items_of_a_list_an_earlier_chunk_began_are_shown_under_its_lead_in_cited_to_that_chunk():
     axes = _Axes()
     text = "- GSSAPI (Kerberos) for Active Directory.\n- PLAIN with TLS.\n\nEach needs its own JAAS configuration."
+    intro = make_candidate("intro", text="SASL is configured per listener. Kafka supports these mechanisms:").passage
     top = dataclasses.replace(
-        candidate(axes, "top", text, [0.9, 0.8, 0.1]), list_lead_in="Kafka supports these mechanisms:"
+        candidate(axes, "top", text, [0.9, 0.8, 0.1]), list_lead_in="Kafka supports these mechanisms:", list_intro=intro
     )
     draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2))
-    _check(draft)  # every quote is verbatim in the passage: the lead-in is not quoted
+    _check(draft)  # every quote is verbatim in its own passage
     assert draft.text == (
-        "Kafka supports these mechanisms: [1]\n- GSSAPI (Kerberos) for Active Directory.\n- PLAIN with TLS."
+        "Kafka supports these mechanisms: [1][2]\n- GSSAPI (Kerberos) for Active Directory.\n- PLAIN with TLS."
     )
-    assert draft.citations[0].quotes == ("- GSSAPI (Kerberos) for Active Directory.", "- PLAIN with TLS.")
+    assert [(c.passage.chunk_id, c.quotes) for c in draft.citations] == [
+        ("intro", ("Kafka supports these mechanisms:",)),
+        ("top", ("- GSSAPI (Kerberos) for Active Directory.", "- PLAIN with TLS.")),
+    ]
 
 
 def test_a_title_line_is_never_quoted_even_when_it_scores_best():
@@ -197,7 +201,7 @@ def test_a_chosen_lead_in_brings_what_it_introduces_or_is_left_out(budget, shown
         "The tool can move replicas of a partition to chosen brokers.\n\n"
         "For instance, the following example moves partition 0 of topic foo1 to brokers 5 and 6:\n\n"
         "Another lead-in sentence here:\n\n"
-        "```\n$ cat custom-reassignment.json\n{\"version\":1}\n```"
+        '```\n$ cat custom-reassignment.json\n{"version":1}\n```'
     )
     top = candidate(axes, "top", text, [0.9, 0.8, 0.1])
     draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2, max_chars=budget))

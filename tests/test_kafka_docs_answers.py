@@ -104,9 +104,9 @@ def test_items_of_a_list_begun_in_an_earlier_chunk_are_shown_under_its_lead_in(d
     answer = docs.ask(question)
     assert not answer.abstained, shown(answer)
     assert "tasks-config" in answer.text, shown(answer)
-    lead_in = "The following are the currently supported REST API endpoints: [1]\n- "
+    lead_in = "The following are the currently supported REST API endpoints: [1][2]\n- "
     assert answer.text.startswith(lead_in), shown(answer)
-    for citation in answer.citations:  # the lead-in is shown, never quoted from a chunk that lacks it
+    for citation in answer.citations:  # the lead-in is cited to the chunk that holds it
         assert all(quote in citation.passage.text for quote in citation.quotes), shown(answer)
 
 
