@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from rag.identifiers import extract_identifiers
 
 # 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
-# inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")"
+# inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
+# 6: a list of bare names is one unit with the sentence before it
 UNITS_VERSION = 6
 KINDS = ("sentence", "list", "code", "row", "setting")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
