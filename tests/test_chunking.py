@@ -17,6 +17,7 @@ from rag.units import build_units
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds"
 SEED_PATHS = sorted(SEEDS.glob("*.txt"))
+KAFKA_DOCS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "kafka-docs"
 SETTINGS = [(900, 150), (300, 50), (150, 0), (2000, 300)]
 
 
@@ -353,9 +354,6 @@ def test_giant_line_is_cut_at_spaces():
 def test_deterministic_output():
     document = _seed("002")
     assert chunk_document(document, 900, 150) == chunk_document(document, 900, 150)
-
-
-KAFKA_DOCS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "kafka-docs"
 
 
 @pytest.mark.parametrize("page", ["producer_config.html", "admin_client_config.html", "kafka_config.html"])
