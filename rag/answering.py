@@ -140,7 +140,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     chosen = [lead]
     seen_terms = set(lead.terms)
     chars = len(lead.unit.text)
-    pool = [u for u in scored if u is not lead]
+    # Beside the entry the question names, the other entries of its table are about other settings or
+    # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it.
+    pool = [u for u in scored if u is not lead and not _sibling_entry(u, lead, ranked.candidates, query)]
     while pool and len(chosen) < limit:
         # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
         # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
@@ -226,6 +228,18 @@ def _with_neighbours(unit: _Scored, chosen: list[_Scored], shape: AnswerShape) -
         for other in chosen
     )
     return unit.score + shape.neighbour_weight * beside
+
+
+def _sibling_entry(unit: _Scored, lead: _Scored, candidates: tuple[Candidate, ...], query: Query) -> bool:
+    """`unit` is another entry of the table (in any of its chunks) whose entry the question names and the
+    answer leads with."""
+    table, other = candidates[lead.candidate_index].passage, candidates[unit.candidate_index].passage
+    return (
+        (other.source_path, other.section_path) == (table.source_path, table.section_path)
+        and bool(unit.unit.subject)
+        and _asked_about(lead.unit, query)
+        and not _asked_about(unit.unit, query)
+    )
 
 
 def _asked_about(unit: EvidenceUnit, query: Query) -> bool:

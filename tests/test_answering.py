@@ -302,6 +302,41 @@ def test_the_entry_of_the_setting_the_question_names_leads_the_answer():
     assert "Default: all" in _units(draft.text)[0], draft.text
 
 
+ERROR_ROWS = (
+    "Error | Code | Retriable | Description\n"
+    "CORRUPT_MESSAGE | 2 | True | This message has failed its CRC checksum or is otherwise corrupt.\n"
+    "RECORD_LIST_TOO_LARGE | 18 | False | The request included message batch larger than the configured segment size.\n"
+    "NOT_ENOUGH_REPLICAS | 19 | True | Messages are rejected since there are fewer in-sync replicas than required."
+)
+MORE_ERROR_ROWS = "INVALID_TIMESTAMP | 32 | False | The timestamp of the message is out of acceptable range."
+
+
+@pytest.mark.parametrize(
+    ("question", "rows"),
+    [
+        ("every produce fails with RECORD_LIST_TOO_LARGE, why?", ["RECORD_LIST_TOO_LARGE"]),
+        ("what do RECORD_LIST_TOO_LARGE and INVALID_TIMESTAMP mean?", ["RECORD_LIST_TOO_LARGE", "INVALID_TIMESTAMP"]),
+    ],
+)
+def test_beside_the_entry_the_question_names_the_other_entries_of_its_table_are_left_out(question, rows):
+    axes = _Axes()
+    table = ("Protocol errors", "Error codes")
+    first = make_candidate(
+        "errors-1", section=table, source="errors.html", text=ERROR_ROWS,
+        unit_scores=(0.8, 0.9, 0.8), unit_vectors=axes.take(3),
+    )  # fmt: skip
+    second = make_candidate(
+        "errors-2", section=table, source="errors.html", text=MORE_ERROR_ROWS,
+        unit_scores=(0.8,), unit_vectors=axes.take(1),
+    )  # fmt: skip
+    prose = candidate(axes, "log", "A batch larger than the log segment size is rejected by the broker.", [0.7])
+    draft = extract_answer(ranked([first, second, prose], question), shape(max_units_fact=5))
+    _check(draft)
+    named = [u.split("`")[1] for u in _units(draft.text) if u.startswith("`")]
+    assert named == rows, draft.text
+    assert "log segment size" in draft.text  # what is not another entry still follows
+
+
 def test_a_sentence_under_a_setting_heading_is_shown_with_the_setting_name():
     axes = _Axes()
     text = "This specifies the number of stream threads in an instance. It can be changed at runtime."
