@@ -36,6 +36,7 @@ from rag.units import (
     is_title,
     lead_in,
     leading_list_end,
+    render_list_items,
     render_shared_lead,
     render_unit,
     with_list_lead_in,
@@ -174,7 +175,27 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         chosen.append(unit)
         seen_terms |= unit.terms
         chars += cost
-    return _render(ranked.candidates, _with_what_lead_ins_introduce(chosen, scored, shape.max_chars - chars), layout)
+    chosen, budget = _with_whole_lists(chosen, scored, shape.max_chars - chars)
+    return _render(ranked.candidates, _with_what_lead_ins_introduce(chosen, scored, budget), layout)
+
+
+def _list_key(unit: _Scored) -> tuple[int, int] | None:
+    """Sentences of the items of one list without a lead-in, in one passage, share this key."""
+    return (unit.candidate_index, unit.unit.list_start) if unit.unit.list_start >= 0 else None
+
+
+def _with_whole_lists(chosen: list[_Scored], scored: list[_Scored], budget: int) -> tuple[list[_Scored], int]:
+    """A chosen item of a list without a lead-in (the steps under a heading) brings the rest of its list
+    when all of it fits the character budget: "Finally migrate all producers" alone is one step of five.
+    Returns the units and the budget left."""
+    shown = list(chosen)
+    for key in dict.fromkeys(key for u in chosen if (key := _list_key(u)) is not None):
+        rest = [u for u in scored if _list_key(u) == key and not any(u is other for other in shown)]
+        cost = sum(len(u.unit.text) + 1 for u in rest)
+        if rest and cost <= budget:
+            shown += rest
+            budget -= cost
+    return shown, budget
 
 
 def _with_what_lead_ins_introduce(chosen: list[_Scored], scored: list[_Scored], budget: int) -> list[_Scored]:
@@ -349,21 +370,29 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
     blocks: list[str] = []
     current = ""
     named: set[int] = set()
-    # Units that share a lead-in show as one block, the lead-in once (pieces of a list cut for size).
-    sharing: dict[tuple[int, str], list[_Scored]] = {}
+    # Units that share a lead-in show as one block, the lead-in once (pieces of a list cut for size); so do
+    # the items of one list without a lead-in, as that list.
+    # Under the troubleshooting layout, the items of a list that fall in different parts stay apart.
+    def shared_key(unit: _Scored) -> tuple[object, ...] | None:
+        items = _list_key(unit)
+        return _lead_key(unit) or (items and (*items, unit.bucket if grouped else ""))
+
+    sharing: dict[tuple[object, ...], list[_Scored]] = {}
     for unit in ordered:
-        if (lead_key := _lead_key(unit)) is not None:
-            sharing.setdefault(lead_key, []).append(unit)
+        if (shared := shared_key(unit)) is not None:
+            sharing.setdefault(shared, []).append(unit)
     for unit in ordered:
-        lead_key = _lead_key(unit)
-        group = sharing[lead_key] if lead_key is not None else [unit]
+        shared = shared_key(unit)
+        group = sharing[shared] if shared is not None else [unit]
         if group[0] is not unit:
             continue  # shown with the first unit of its group
         if grouped and unit.bucket != current:
             current = unit.bucket
             blocks.append(dict(_HEADINGS)[current])
         marker = markers[unit.candidate_index]
-        if len(group) > 1:
+        if len(group) > 1 and _list_key(unit) is not None:
+            block = render_list_items([u.unit for u in group], candidates[unit.candidate_index].passage.text, marker)
+        elif len(group) > 1:
             block = render_shared_lead([u.unit for u in group], marker)
         else:
             block = render_unit(with_table_header(unit.unit, candidates[unit.candidate_index].table_header), marker)

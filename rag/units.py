@@ -12,7 +12,8 @@ A unit keeps together what only makes sense together, judged from the text's str
   the heading line that names it and the first sentence(s) of its description;
 - any other table row is one "row" unit, never cut at a sentence end, with the table's header row
   as an extra part when the chunk holds it;
-- other prose is split into sentences (list items without a lead-in too).
+- other prose is split into sentences; so are the items of a list without a lead-in (steps under a
+  heading), each marked with where its list starts (`list_start`), so an answer can show them as that list.
 
 Every part is a verbatim substring of the chunk text (in text order within a unit), so a quote can
 always be found in its passage. Parts of different units may overlap (a setting's description
@@ -80,6 +81,7 @@ class EvidenceUnit:
     parts: tuple[str, ...]
     subject: str = ""  # what a reference unit is about: a setting's key, a row's first cell
     position: int = 0  # index of the unit in the chunk
+    list_start: int = -1  # a sentence of an item of a list with no lead-in: where that list starts in the chunk
 
     @property
     def text(self) -> str:
@@ -118,6 +120,7 @@ class _Candidate:
     kind: str
     spans: tuple[_Span, ...]
     subject: str = ""
+    list_start: int = -1
 
 
 def build_units(text: str, heading: str = "", continues_code: bool = False) -> list[EvidenceUnit]:
@@ -310,18 +313,18 @@ class _Builder:
         ]
         kept.sort(key=lambda c: (c.spans[0].start, c.spans[-1].end))
         return [
-            EvidenceUnit(c.kind, tuple(s.of(self.text) for s in c.spans), c.subject, position)
+            EvidenceUnit(c.kind, tuple(s.of(self.text) for s in c.spans), c.subject, position, c.list_start)
             for position, c in enumerate(kept)
         ]
 
     # -- prose
 
-    def _sentences(self, span: _Span) -> list[_Span]:
+    def _sentences(self, span: _Span, list_start: int = -1) -> list[_Span]:
         spans = _sentence_spans(self.text, span)
         for s in spans:
             if s.end - s.start >= MIN_UNIT_CHARS:
                 capped = _Span(s.start, min(s.end, s.start + MAX_UNIT_CHARS))
-                self.candidates.append(_Candidate("sentence", (capped,)))
+                self.candidates.append(_Candidate("sentence", (capped,), list_start=list_start))
         return spans
 
     def _lead_in(self, index: int) -> _Span | None:
@@ -386,7 +389,7 @@ class _Builder:
                 self.candidates.append(_Candidate("list", (lead_in, _Span(piece[0][0], piece[-1][1]))))
         else:
             for a, b in items:
-                self._sentences(_Span(self.lines[a].start, self.lines[a].end))
+                self._sentences(_Span(self.lines[a].start, self.lines[a].end), list_start=self.lines[index].start)
                 self._walk(a + 1, b)
         return cursor
 
@@ -670,7 +673,7 @@ def with_list_lead_in(unit: EvidenceUnit, lead_in: str) -> EvidenceUnit:
     """An item of a list begun in an earlier chunk, as a list unit under that list's lead-in."""
     if not lead_in or unit.kind != "sentence" or not _ITEM.match(unit.text):
         return unit
-    return dataclasses.replace(unit, kind="list", parts=(lead_in, unit.text))
+    return dataclasses.replace(unit, kind="list", parts=(lead_in, unit.text), list_start=-1)
 
 
 def with_table_header(unit: EvidenceUnit, header: str) -> EvidenceUnit:
@@ -709,6 +712,23 @@ def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
         lines.append(_render_items(*items))
     if code := [u.parts[1] for u in ordered if u.kind == "code"]:
         lines.append(_fenced("\n".join(code)))
+    return "\n".join(lines)
+
+
+def render_list_items(units: Sequence[EvidenceUnit], text: str, marker: int) -> str:
+    """Sentences of items of one list without a lead-in (`list_start`), shown as that list: one "- " line
+    per item in the order of `text`, the chunk they come from, and the marker on the first line."""
+    lines: list[str] = []
+    end = 0
+    for unit in sorted(units, key=lambda u: u.position):
+        start = text.find(unit.text, end)
+        sentence = format_sentence(unit.text)
+        if lines and start >= end and "\n" not in text[end:start]:
+            lines[-1] += f" {sentence}"  # the item's next sentence
+        else:
+            lines.append(f"- {sentence}")
+        end = max(end, start + len(unit.text))
+    lines[0] += f" [{marker}]"
     return "\n".join(lines)
 
 

@@ -382,6 +382,49 @@ def test_a_list_stays_with_its_lead_in():
     assert "- SCRAM-SHA-256" in draft.text and "- OAUTHBEARER" in draft.text
 
 
+STEPS = (
+    "- Set up a new cluster running the new version.\n"
+    "- Mirror the data from the old cluster into the new one.\n"
+    "- Move the consumers to the new cluster.\n"
+    "- Finally move all producers to the new cluster.\n"
+    "- Decommission the old cluster."
+)
+
+
+@pytest.mark.parametrize(("max_chars", "whole"), [(5000, True), (120, False)])
+def test_a_chosen_step_of_a_list_without_a_lead_in_brings_its_list_in_order_when_it_fits(max_chars, whole):
+    axes = _Axes()
+    steps = candidate(axes, "steps", STEPS, [0.5, 0.1, 0.1, 0.9, 0.1], heading="Migration Steps")
+    draft = extract_answer(ranked([steps], "what are the steps to migrate?"), shape(max_chars=max_chars))
+    _check(draft)
+    lines = draft.text.split("\n")
+    if whole:  # every step, as the list, in the page's order, cited once
+        assert lines == [
+            "- Set up a new cluster running the new version. [1]",
+            "- Mirror the data from the old cluster into the new one.",
+            "- Move the consumers to the new cluster.",
+            "- Finally move all producers to the new cluster.",
+            "- Decommission the old cluster.",
+        ]
+    else:  # over budget: only the chosen steps, still in the page's order
+        assert lines == [
+            "- Set up a new cluster running the new version. [1]",
+            "- Finally move all producers to the new cluster.",
+        ]
+
+
+def test_items_of_one_list_in_different_parts_of_a_troubleshooting_answer_stay_apart():
+    axes = _Axes()
+    text = "- The record lock expired before the ack arrived.\n- Increase the record lock duration to fix it."
+    items = candidate(axes, "fix", text, [0.9, 0.8])
+    draft = extract_answer(ranked([items], TROUBLESHOOT), shape(max_units_troubleshoot=2))
+    _check(draft)
+    assert draft.text == (
+        "**What it means / likely cause**\n\nThe record lock expired before the ack arrived. [1]\n\n"
+        "**What to do**\n\nIncrease the record lock duration to fix it. [1]"
+    )
+
+
 def test_a_list_cut_for_size_is_shown_whole_with_its_lead_in_once():
     """The best piece leads; the rest of the list comes next, before better-scoring units of other passages."""
     axes = _Axes()

@@ -20,6 +20,7 @@ from rag.units import (
     lead_in,
     leading_list_end,
     list_ending,
+    render_list_items,
     render_shared_lead,
     render_unit,
     starts_in_list,
@@ -180,6 +181,34 @@ def test_items_that_are_sentences_or_lack_prose_before_them_stay_sentences():
     sentences = "The pools can grow.\n\n- The network pool serves requests.\n- The I/O pool writes to disk."
     assert _kinds(build_units(sentences)) == ["sentence"] * 3
     assert _kinds(build_units("- `num.io.threads`\n- `background.threads`")) == ["sentence"] * 2
+
+
+def test_the_items_of_a_list_without_a_lead_in_are_marked_with_where_their_list_starts():
+    text = (
+        "Plan the move.\n\n- Set up a new cluster running 0.8.\n- Mirror the data into it. Then wait a day.\n\n"
+        "Prose after the list.\n\n- Another list starts here."
+    )
+    units = build_units(text)
+    starts = {u.text: u.list_start for u in units}
+    first = text.index("- Set up")
+    assert starts["- Set up a new cluster running 0.8."] == first
+    assert starts["- Mirror the data into it."] == first
+    assert starts["Then wait a day."] == first  # the item's next sentence
+    assert starts["- Another list starts here."] == text.index("- Another")
+    assert starts["Plan the move."] == starts["Prose after the list."] == -1
+    led = build_units("These steps follow:\n\n- Set up a new cluster.\n- Mirror the data into it.")
+    assert [u.list_start for u in led] == [-1]  # a list with its lead-in is one unit already
+
+
+def test_render_list_items_shows_the_items_in_text_order_one_line_each():
+    text = (
+        "- Set up a new cluster running 0.8.\n- Mirror the data into it. Then wait a day.\n- Decommission the old one."
+    )
+    units = build_units(text)
+    assert render_list_items(list(reversed(units)), text, 3) == (
+        "- Set up a new cluster running 0.8. [3]\n- Mirror the data into it. Then wait a day.\n"
+        "- Decommission the old one."
+    )
 
 
 @pytest.mark.parametrize(
