@@ -370,6 +370,7 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
     blocks: list[str] = []
     current = ""
     named: set[int] = set()
+
     # Units that share a lead-in show as one block, the lead-in once (pieces of a list cut for size); so do
     # the items of one list without a lead-in, as that list.
     # Under the troubleshooting layout, the items of a list that fall in different parts stay apart.

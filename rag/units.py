@@ -36,7 +36,7 @@ from rag.identifiers import extract_identifiers
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
 # 6: a list of bare names is one unit with the sentence before it
 UNITS_VERSION = 6
-KINDS = ("sentence", "list", "code", "row", "setting")
+KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
 MAX_BLOCK_CHARS = 700  # a list or code unit is cut at item / line boundaries past this
@@ -74,7 +74,8 @@ class EvidenceUnit:
 
     Parts by kind: "sentence" (sentence,); "list" (lead-in, items); "code" (lead-in?, code lines);
     "setting" (heading line?, description sentence(s)?, key/value rows); "row" (lead-in?, header
-    row?, row). A part holding several lines keeps them as in the text.
+    row?, row); "title" (an item's own heading line, embedded like a sentence but never quoted). A
+    part holding several lines keeps them as in the text.
     """
 
     kind: str
@@ -309,7 +310,7 @@ class _Builder:
         kept = [
             c
             for c in self.candidates
-            if not (c.kind == "sentence" and (c.spans[0].start, c.spans[0].end) in self.claimed)
+            if not (c.kind in ("sentence", "title") and (c.spans[0].start, c.spans[0].end) in self.claimed)
         ]
         kept.sort(key=lambda c: (c.spans[0].start, c.spans[-1].end))
         return [
@@ -389,9 +390,20 @@ class _Builder:
                 self.candidates.append(_Candidate("list", (lead_in, _Span(piece[0][0], piece[-1][1]))))
         else:
             for a, b in items:
+                added = len(self.candidates)
                 self._sentences(_Span(self.lines[a].start, self.lines[a].end), list_start=self.lines[index].start)
+                if b > a + 1 and len(self.candidates) == added + 1:
+                    self._title_if_heading(added)
                 self._walk(a + 1, b)
         return cursor
+
+    def _title_if_heading(self, candidate: int) -> None:
+        """The one-line item at `candidate`, which has lines of its own under it, is that item's heading
+        ("- Adding Acls" above the text and command that add them) when it reads like one: kind "title"."""
+        span = self.candidates[candidate].spans[0]
+        words = _ITEM.sub("", span.of(self.text))
+        if len(words) <= MAX_HEADING_CHARS and not _TERMINAL.search(words):
+            self.candidates[candidate] = dataclasses.replace(self.candidates[candidate], kind="title")
 
     def _all_names(self, items: list[tuple[int, int]]) -> bool:
         """Every item is one short line that is not a sentence (`num.io.threads`, "Processor API"): quoted
@@ -589,9 +601,10 @@ def _pack(groups: list[list[tuple[int, int]]], budget: int) -> list[list[tuple[i
 
 def is_title(unit: EvidenceUnit) -> bool:
     """A sentence unit that is a title line ("Using the Native Docker Image"): short, one line, no
-    sentence punctuation and not a list item. It names a topic but states nothing, so it is not quoted."""
+    sentence punctuation and not a list item; or an item's own heading (kind "title"). It names a topic
+    but states nothing, so it is not quoted."""
     text = unit.text
-    return (
+    return unit.kind == "title" or (
         unit.kind == "sentence"
         and len(text) <= MAX_HEADING_CHARS
         and "\n" not in text

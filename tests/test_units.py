@@ -200,6 +200,21 @@ def test_the_items_of_a_list_without_a_lead_in_are_marked_with_where_their_list_
     assert [u.list_start for u in led] == [-1]  # a list with its lead-in is one unit already
 
 
+def test_an_items_own_heading_above_its_text_is_a_title_never_quoted():
+    # "Adding Acls [1]" was quoted as if it stated something.
+    text = (
+        "- Adding Acls\n  Suppose you want to add an acl for User:Bob. You can do that with the CLI.\n"
+        "- Removing Acls.\n  Removing them is much the same.\n"
+        "- Listing Acls"
+    )
+    units = build_units(text)
+    kinds = {u.text: u.kind for u in units}
+    assert kinds["- Adding Acls"] == "title"  # a heading of the lines under it
+    assert kinds["- Removing Acls."] == "sentence"  # ends like a sentence
+    assert kinds["- Listing Acls"] == "sentence"  # nothing under it: the item is its content
+    assert [is_title(u) for u in units if u.text.startswith("- ")] == [True, False, False]
+
+
 def test_render_list_items_shows_the_items_in_text_order_one_line_each():
     text = (
         "- Set up a new cluster running 0.8.\n- Mirror the data into it. Then wait a day.\n- Decommission the old one."
