@@ -185,11 +185,13 @@ def _list_key(unit: _Scored) -> tuple[int, int] | None:
 
 
 def _with_whole_lists(chosen: list[_Scored], scored: list[_Scored], budget: int) -> tuple[list[_Scored], int]:
-    """A chosen item of a list without a lead-in (the steps under a heading) brings the rest of its list
-    when all of it fits the character budget: "Finally migrate all producers" alone is one step of five.
+    """Two or more chosen items of one list without a lead-in (the steps under a heading) bring the rest
+    of it when all of it fits the character budget: "Finally migrate all producers" and three other steps
+    left out "Decommission the 0.7 cluster". One matching item of a list of unrelated notes brings nothing.
     Returns the units and the budget left."""
     shown = list(chosen)
-    for key in dict.fromkeys(key for u in chosen if (key := _list_key(u)) is not None):
+    keys = [key for u in chosen if (key := _list_key(u)) is not None]
+    for key in dict.fromkeys(k for k in keys if keys.count(k) > 1):
         rest = [u for u in scored if _list_key(u) == key and not any(u is other for other in shown)]
         cost = sum(len(u.unit.text) + 1 for u in rest)
         if rest and cost <= budget:

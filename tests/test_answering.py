@@ -413,6 +413,15 @@ def test_a_chosen_step_of_a_list_without_a_lead_in_brings_its_list_in_order_when
         ]
 
 
+def test_one_chosen_item_of_a_list_without_a_lead_in_brings_nothing_else():
+    # A release-notes list: one matching note says nothing about the others.
+    axes = _Axes()
+    steps = candidate(axes, "steps", STEPS, [0.5, 0.1, 0.1, 0.9, 0.1], heading="Notable changes")
+    draft = extract_answer(ranked([steps], "what are the steps to migrate?"), shape(max_units_fact=1))
+    _check(draft)
+    assert draft.text == "Finally move all producers to the new cluster. [1]"
+
+
 def test_items_of_one_list_in_different_parts_of_a_troubleshooting_answer_stay_apart():
     axes = _Axes()
     text = "- The record lock expired before the ack arrived.\n- Increase the record lock duration to fix it."
