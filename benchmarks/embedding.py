@@ -6,7 +6,7 @@
 Each backend runs in a fresh process on the same fixed sample: every k-th chunk of the corpus as ingest
 embeds it (its embedding text, then its evidence units), cut to `--texts`, plus the questions of both
 golden files for the agreement columns. A process loads its backend (graphs already exported), encodes
-a slice of the sample to warm up, then all of it timed, with every core and batch 16 (what the local ingest does);
+a slice of the sample to warm up, then all of it timed, with every core and the ingest's batch size;
 backends take turns for `--rounds` rounds and the best round of each is shown.
 Cold ask is the wall time of `kafka-rag ask` from process start to the printed answer on a seeds index
 (the median of `--rounds`), with the process's peak RSS. torch and onnx serve the same index (their
@@ -64,16 +64,17 @@ def worker(backend: str, texts_file: Path, out: Path) -> None:
 
     started = time.perf_counter()
     from rag.embedding import load_embedder
-    from rag.settings import DEFAULT_MODEL
+    from rag.settings import DEFAULT_MODEL, Settings
 
     embedder = load_embedder(DEFAULT_MODEL, backend, threads=os.cpu_count())
     loaded = time.perf_counter() - started
     texts = json.loads(texts_file.read_text())
-    embedder.encode(texts[:64], batch_size=16)  # warm-up: first calls pay for lazy allocations
+    batch_size = Settings().encode_batch_size
+    embedder.encode(texts[:64], batch_size=batch_size)  # warm-up: first calls pay for lazy allocations
     started = time.perf_counter()
-    vectors = embedder.encode(texts, batch_size=16)
+    vectors = embedder.encode(texts, batch_size=batch_size)
     seconds = time.perf_counter() - started
-    questions = embedder.encode(golden_questions(), batch_size=16)
+    questions = embedder.encode(golden_questions(), batch_size=batch_size)
     np.save(out / f"{backend}-texts.npy", vectors)
     np.save(out / f"{backend}-questions.npy", questions)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

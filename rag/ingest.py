@@ -60,7 +60,7 @@ class IngestConfig:
     model: str
     chunk_size: int
     chunk_overlap: int
-    encode_batch_size: int = 16
+    encode_batch_size: int = Settings.encode_batch_size
     threads_per_task: int = 1
     embed_backend: str = Settings.embed_backend
     model_cache_dir: str = str(Settings.model_cache_dir)  # "~" expands on each executor's machine

@@ -42,7 +42,7 @@ class Settings:
     # text | unit-mean: a chunk's vector is the model's for its text, or the mean of its evidence units'
     # (a shorter ingest, ranking a little worse on the tuning parts: README "Speed")
     chunk_vectors: str = "text"
-    encode_batch_size: int = 16  # texts per forward pass: 16 encoded ~20% faster than 64 on CPU (measured)
+    encode_batch_size: int = 4  # texts per forward pass: 4 encodes 10-15% faster than 16 on CPU (README "Speed")
     arrow_batch_size: int = 1000  # rows per Arrow batch between the JVM and Python workers
     threads_per_task: int = 1  # embedding (torch/ONNX Runtime) threads in each Spark task: tasks x threads <= cores
     flat_index_max: int = 50_000  # exact search up to here; IVF + exact re-rank above (benchmarks/scale.py)
