@@ -266,12 +266,17 @@ def _sibling_entry(unit: _Scored, lead: _Scored, candidates: tuple[Candidate, ..
 
 
 def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
-    """The unit is the entry of a setting, error or row the question names (`acks`, `linger.ms`, `code:121`)."""
+    """The unit is the entry of a setting, error or row the question names (`acks`, `linger.ms`, `code:121`).
+    A row is named by its own error code as well as by its first cell: "error code 25" asks for the
+    `UNKNOWN_MEMBER_ID | 25 | …` row."""
     if not unit.subject:
         return False
     subject_tokens = set(tokenize(unit.subject))
     named = bool(subject_tokens) and subject_tokens <= set(query.tokens)
-    return named or bool(query.focus_identifiers & set(extract_identifiers(unit.subject)))
+    own = set(extract_identifiers(unit.subject))
+    if unit.kind == "row":
+        own |= {i for i in extract_identifiers(unit.parts[-1]) if i.startswith("code:")}
+    return named or bool(query.focus_identifiers & own)
 
 
 def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate, shape: AnswerShape) -> list[_Scored]:

@@ -337,6 +337,21 @@ def test_beside_the_entry_the_question_names_the_other_entries_of_its_table_are_
     assert "log segment size" in draft.text  # what is not another entry still follows
 
 
+def test_a_row_is_named_by_its_error_code_too():
+    # "error code 25 what does it mean" opened with the rows for -1, 1 and 2.
+    axes = _Axes()
+    table = make_candidate(
+        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
+        unit_scores=(0.9, 0.3, 0.8), unit_vectors=axes.take(3),
+    )  # fmt: skip
+    draft = extract_answer(ranked([table], "error code 18 what does it mean"), shape(max_units_fact=3))
+    _check(draft)
+    assert _units(draft.text) == [
+        "`RECORD_LIST_TOO_LARGE` (Code: 18 · Retriable: False): The request included message batch larger than "
+        "the configured segment size. [1]"
+    ]
+
+
 def test_a_sentence_under_a_setting_heading_is_shown_with_the_setting_name():
     axes = _Axes()
     text = "This specifies the number of stream threads in an instance. It can be changed at runtime."
