@@ -709,7 +709,12 @@ def lead_in(unit: EvidenceUnit) -> str:
         return unit.parts[0]
     if unit.kind == "setting":
         description = [part for part in unit.parts[:-1] if part != unit.subject]
-        return description[-1] if description else ""
+        if not description:
+            return ""
+        # its last sentence: "Determines which partition … are produced. Available options are:" leads in
+        # the list whose own lead-in is "Available options are:"
+        last = description[-1]
+        return _sentence_spans(last, _Span(0, len(last)))[-1].of(last)
     return ""
 
 

@@ -490,6 +490,24 @@ def test_a_setting_whose_description_ends_in_a_list_states_the_description_once(
     assert [c.passage.chunk_id for c in draft.citations] == ["entry"]  # the list filled the second place
 
 
+def test_a_setting_description_of_several_sentences_ending_in_a_lead_in_states_it_once():
+    # "Determines which partition … are produced. Available options are:" then "Available options are: [1]".
+    axes = _Axes()
+    text = (
+        "Determines which partition to send a record to. Available options are:\n\n"
+        "- If not set, the default partitioning logic is used.\n"
+        "- RoundRobinPartitioner sends each record to the next partition.\n\n"
+        "Type: | class\nDefault: | null\nImportance: | medium"
+    )
+    assert [u.kind for u in build_units(text, "partitioner.class")] == ["setting", "list"]
+    entry = candidate(axes, "entry", text, [0.7, 0.9], heading="partitioner.class")
+    draft = extract_answer(ranked([entry], "how does the producer pick a partition?"), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.count("Available options are:") == 1, draft.text
+    assert draft.text.startswith("`partitioner.class`: Determines which partition to send a record to.")
+    assert draft.text.endswith("- RoundRobinPartitioner sends each record to the next partition.")
+
+
 def test_a_code_block_cut_for_size_is_shown_as_one_fence_under_its_lead_in():
     axes = _Axes()
     rows = "\n".join(
