@@ -855,7 +855,10 @@ def _render_row(unit: EvidenceUnit, cite: str) -> str:
             short.append(label + cell)
         else:
             long.append(label + format_sentence(cell) if long else format_sentence(cell))
-    line = f"`{cells[0]}`" if cells[0] else ""
+    # A name is code (`UNKNOWN_MEMBER_ID`, `PRODUCE (0)`); a first cell of words is not ("Offline
+    # Partition Count", "Provisioning the KRaft controller quorum").
+    name = re.sub(r"\s*\([^)]*\)", "", cells[0]).strip()
+    line = (f"`{cells[0]}`" if not re.search(r"\s", name) else format_sentence(cells[0])) if cells[0] else ""
     if short:
         line += f" ({' · '.join(short)})"
     if long:

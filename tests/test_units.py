@@ -538,6 +538,19 @@ def test_render_row_with_and_without_header():
     assert render_unit(bare[0], 1).startswith("`INVALID_RECORD_STATE` (121 · False): The record state")
 
 
+def test_a_rows_first_cell_is_code_when_it_is_a_name_and_plain_when_it_is_words():
+    text = (
+        "Step | Directions for Reverting\n"
+        "Provisioning the KRaft controller quorum | Deprovision the KRaft controller quorum.\n"
+        "UNKNOWN_MEMBER_ID (25) | The coordinator is not aware of this member."
+    )
+    words, name = [render_unit(u, 1) for u in build_units(text) if u.kind == "row"]
+    assert words == (
+        "Provisioning the KRaft controller quorum: Deprovision the KRaft controller quorum. [1]"
+    )  # fmt: skip
+    assert name == "`UNKNOWN_MEMBER_ID (25)`: The coordinator is not aware of this member. [1]"
+
+
 def test_a_row_whose_chunk_began_below_the_header_is_shown_with_the_column_names():
     header = ERRORS.split("\n")[0]
     bare = build_units("\n".join(ERRORS.split("\n")[2:]))
