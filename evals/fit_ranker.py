@@ -9,7 +9,11 @@ made from the corpus structure add down-weighted examples (target chunk 2, other
 fitted on the pairwise transform (feature differences of two candidates of one query, labelled by
 which is better) with logistic regression; its regularisation is chosen by grouped cross-validation on
 the human questions only (hit@1, then MRR). Test-part ids are never read: `select_part(..., "tune")`.
-Writes the model file and a report (`evals/reports/fit_ranker.md`).
+Writes the model file and a report (`evals/reports/fit_ranker.md`), but only when the new model's
+cross-validated hit@1 (then MRR) beats the model already at `--out` on the same questions (or with
+`--force`): a model scored on the questions it was fitted on looks better than it is, and a refit that
+looked better end to end on the tuning parts did worse on the test parts (README, thirteenth session). The
+shipped model's figure is itself in-sample for the questions it was fitted on, so the check is conservative.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from sklearn.model_selection import GroupKFold
 
 from evals.golden import add_set_argument, load_golden, select_part
 from evals.metrics import grade
-from rag import RANK_FEATURES, Assistant, LinearModel, Settings, data_hash, model_paths
+from rag import RANK_FEATURES, Assistant, ConfigurationError, LinearModel, Settings, data_hash, model_paths
+from rag.ranking import load_ranker
 
 # Synthetic queries copy the corpus's words, so they weigh less than human questions; how much less is chosen by CV.
 SYNTHETIC_WEIGHTS = (0.1, 0.3, 1.0)
@@ -150,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_set_argument(parser)
     parser.add_argument("--out", type=Path, default=model_paths()["ranker"], help="model file to write")
     parser.add_argument("--report", type=Path, default=REPORT)
+    parser.add_argument("--force", action="store_true", help="write the new model even if it is not better")
     args = parser.parse_args(argv)
     queries, names = collect([tuple(s) for s in args.set])
     human = [q for q in queries if q.human]
@@ -159,6 +165,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     mean, scale = _standardisation(queries)
     model = fit(queries, names, best, mean, scale)
     first_stage = ranking_metrics(human, None)
+    shipped = _shipped(args.out, human)
+    if not (args.force or adopted(table[best], shipped)):
+        assert shipped is not None
+        print(
+            f"ranker: kept {args.out}: the new model's cross-validated hit@1 {table[best]['hit@1']:.3f} / mrr@10 "
+            f"{table[best]['mrr@10']:.3f} does not beat its {shipped['hit@1']:.3f} / {shipped['mrr@10']:.3f} on the "
+            "same questions; nothing written (--force writes it anyway)"
+        )
+        return 0
     training = {
         "data": _data_hash(queries),
         "human_queries": len(human),
@@ -171,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     model = dataclasses.replace(model, training=training)
     args.out.write_text(model.to_json(), encoding="utf-8")
-    _report(args.report, names, model, table, best, first_stage, human)
+    _report(args.report, names, model, table, best, first_stage, shipped, human)
     cv = table[best]
     print(
         f"ranker: C={best[0]}, synthetic weight {best[1]}, cross-validated hit@1 {cv['hit@1']:.3f} "
@@ -181,11 +196,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def adopted(candidate: dict[str, float], shipped: dict[str, float] | None) -> bool:
+    """The new model replaces the shipped one only if its cross-validated (hit@1, mrr@10) is higher."""
+    return shipped is None or (candidate["hit@1"], candidate["mrr@10"]) > (shipped["hit@1"], shipped["mrr@10"])
+
+
+def _shipped(path: Path, human: Sequence[Query]) -> dict[str, float] | None:
+    """The model at `path` scored on the same questions; None when there is none the code can load."""
+    if not path.is_file():
+        return None
+    try:
+        return ranking_metrics(human, load_ranker(path))
+    except ConfigurationError:
+        return None  # fitted on other features: nothing comparable
+
+
 def _data_hash(queries: Sequence[Query]) -> str:
     return data_hash([[q.group, q.id, q.grades.tolist()] for q in queries])
 
 
-def _report(path: Path, names, model: LinearModel, table, best, first_stage, human: Sequence[Query]) -> None:
+def _report(path: Path, names, model: LinearModel, table, best, first_stage, shipped, human: Sequence[Query]) -> None:
+    before = (
+        f" The model this fit replaced, on the same questions: hit@1 {shipped['hit@1']:.3f}, mrr@10 "
+        f"{shipped['mrr@10']:.3f} (in-sample for the questions it was fitted on)."
+        if shipped
+        else ""
+    )
     lines = [
         "# Ranker fit (tuning parts only)",
         "",
@@ -197,7 +233,7 @@ def _report(path: Path, names, model: LinearModel, table, best, first_stage, hum
         "",
         f"Chosen C = {best[0]}, synthetic weight {best[1]}. First-stage (RRF) order on the same questions: "
         f"hit@1 {first_stage['hit@1']:.3f}, "
-        f"mrr@10 {first_stage['mrr@10']:.3f}.",
+        f"mrr@10 {first_stage['mrr@10']:.3f}.{before}",
         "",
         "| feature | weight (standardised) |",
         "|---|---|",

@@ -133,6 +133,31 @@ def test_ranker_fit_writes_a_model_the_service_loads(seeds_index, golden, inspec
     )
 
 
+def test_a_refit_replaces_the_shipped_ranker_only_when_its_cross_validated_figures_are_higher():
+    shipped = {"hit@1": 0.542, "mrr@10": 0.661}
+    assert not fit_ranker.adopted({"hit@1": 0.536, "mrr@10": 0.657}, shipped)  # the refit the test parts refuted
+    assert not fit_ranker.adopted(dict(shipped), shipped)  # no better: keep what ships
+    assert fit_ranker.adopted({"hit@1": 0.542, "mrr@10": 0.670}, shipped)
+    assert fit_ranker.adopted({"hit@1": 0.400, "mrr@10": 0.500}, None)  # nothing shipped to compare with
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_ranker_fit_that_is_not_better_writes_nothing_unless_forced(
+    seeds_index, golden, inspected, tmp_path, monkeypatch, force
+):
+    monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 15)
+    monkeypatch.setattr(fit_ranker, "adopted", lambda candidate, shipped: False)
+    out, report = tmp_path / "ranker.json", tmp_path / "fit_ranker.md"
+    shipped = (ROOT / "rag" / "ranker.json").read_text(encoding="utf-8")
+    out.write_text(shipped, encoding="utf-8")
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--out", str(out), "--report", str(report)]
+    assert fit_ranker.main(argv + (["--force"] if force else [])) == 0
+    assert (out.read_text(encoding="utf-8") == shipped) is not force
+    assert report.exists() is force
+    if force:
+        assert "The model this fit replaced, on the same questions: hit@1" in report.read_text(encoding="utf-8")
+
+
 def test_shipped_models_load_with_the_features_the_service_computes(assistant):
     inspection = assistant.inspect("what does error code 121 mean?", k=5)
     ranker, abstention = load_ranker(), load_abstention()
