@@ -32,7 +32,6 @@ from sklearn.model_selection import GroupKFold
 from evals.golden import add_set_argument, load_golden, select_part
 from evals.metrics import grade
 from rag import RANK_FEATURES, Assistant, ConfigurationError, LinearModel, Settings, data_hash, model_paths
-from rag.ranking import load_ranker
 
 # Synthetic queries copy the corpus's words, so they weigh less than human questions; how much less is chosen by CV.
 SYNTHETIC_WEIGHTS = (0.1, 0.3, 1.0)
@@ -206,7 +205,7 @@ def _shipped(path: Path, human: Sequence[Query]) -> dict[str, float] | None:
     if not path.is_file():
         return None
     try:
-        return ranking_metrics(human, load_ranker(path))
+        return ranking_metrics(human, LinearModel.load(path, RANK_FEATURES))
     except ConfigurationError:
         return None  # fitted on other features: nothing comparable
 
