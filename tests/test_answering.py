@@ -467,45 +467,45 @@ def test_a_list_cut_for_size_is_shown_whole_with_its_lead_in_once():
     assert [line.split(" kind ")[1][0] for line in first.split("\n")[1:]] == ["0", "1", "2", "3", "4"]
 
 
-def test_a_setting_whose_description_ends_in_a_list_states_the_description_once():
+OFFSET_RESET = (
+    "What to do when there is no initial offset in Kafka:\n\n"
+    "- earliest: automatically reset the offset to the earliest offset\n"
+    "- latest: automatically reset the offset to the latest offset\n\n"
+    "Type: | string\nDefault: | latest\nValid Values: | [latest, earliest, none]\nImportance: | medium"
+)
+PARTITIONER = (
+    "Determines which partition to send a record to. Available options are:\n\n"
+    "- If not set, the default partitioning logic is used.\n"
+    "- RoundRobinPartitioner sends each record to the next partition.\n\n"
+    "Type: | class\nDefault: | null\nImportance: | medium"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "kinds", "lead_in", "question"),
+    [
+        (OFFSET_RESET, "auto.offset.reset", ["list", "setting"], "What to do when there is no initial offset in Kafka:",
+         "what is the default of auto.offset.reset?"),
+        # a description of several sentences: "… are produced. Available options are:" was followed by
+        # "Available options are: [1]" again
+        (PARTITIONER, "partitioner.class", ["setting", "list"], "Available options are:",
+         "how does the producer pick a partition?"),
+    ],
+)  # fmt: skip
+def test_a_setting_whose_description_ends_in_a_list_states_the_description_once(text, key, kinds, lead_in, question):
     """The setting's entry and the list its description introduces share that sentence: one block."""
     axes = _Axes()
-    text = (
-        "What to do when there is no initial offset in Kafka:\n\n"
-        "- earliest: automatically reset the offset to the earliest offset\n"
-        "- latest: automatically reset the offset to the latest offset\n\n"
-        "Type: | string\nDefault: | latest\nValid Values: | [latest, earliest, none]\nImportance: | medium"
-    )
-    assert [u.kind for u in build_units(text, "auto.offset.reset")] == ["list", "setting"]
-    entry = candidate(axes, "entry", text, [0.7, 0.9], heading="auto.offset.reset")
+    assert [u.kind for u in build_units(text, key)] == kinds
+    entry = candidate(axes, "entry", text, [0.7, 0.9], heading=key)
     other = candidate(axes, "other", OTHER, [0.3, 0.2])
-    draft = extract_answer(ranked([entry, other], "what is the default of auto.offset.reset?"), shape(max_units_fact=2))
+    draft = extract_answer(ranked([entry, other], question), shape(max_units_fact=2))
     _check(draft)
-    assert draft.text.count("What to do when there is no initial offset") == 1
+    assert draft.text.count(lead_in) == 1, draft.text
     first = _units(draft.text)[0]
-    assert first.startswith("`auto.offset.reset`: What to do when there is no initial offset in Kafka: (Type: string")
-    assert "Default: latest" in first and first.endswith(
-        "- latest: automatically reset the offset to the latest offset"
-    )
+    description, items = text.split("\n\n")[:2]
+    assert first.startswith(f"`{key}`: {description} (Type: "), first
+    assert first.endswith(items.split("\n")[-1])  # the list's last item
     assert [c.passage.chunk_id for c in draft.citations] == ["entry"]  # the list filled the second place
-
-
-def test_a_setting_description_of_several_sentences_ending_in_a_lead_in_states_it_once():
-    # "Determines which partition … are produced. Available options are:" then "Available options are: [1]".
-    axes = _Axes()
-    text = (
-        "Determines which partition to send a record to. Available options are:\n\n"
-        "- If not set, the default partitioning logic is used.\n"
-        "- RoundRobinPartitioner sends each record to the next partition.\n\n"
-        "Type: | class\nDefault: | null\nImportance: | medium"
-    )
-    assert [u.kind for u in build_units(text, "partitioner.class")] == ["setting", "list"]
-    entry = candidate(axes, "entry", text, [0.7, 0.9], heading="partitioner.class")
-    draft = extract_answer(ranked([entry], "how does the producer pick a partition?"), shape(max_units_fact=2))
-    _check(draft)
-    assert draft.text.count("Available options are:") == 1, draft.text
-    assert draft.text.startswith("`partitioner.class`: Determines which partition to send a record to.")
-    assert draft.text.endswith("- RoundRobinPartitioner sends each record to the next partition.")
 
 
 def test_a_code_block_cut_for_size_is_shown_as_one_fence_under_its_lead_in():
