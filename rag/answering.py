@@ -143,7 +143,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     chars = len(lead.unit.text)
     # Beside the entry the question names, the other entries of its table are about other settings or
     # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it.
-    pool = [u for u in scored if u is not lead and not _sibling_entry(u, lead, ranked.candidates, query)]
+    pool = [u for u in scored if u is not lead]
+    if _asked_about(lead.unit, query):
+        pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
     while pool and len(chosen) < limit:
         # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
         # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
@@ -254,13 +256,12 @@ def _with_neighbours(unit: _Scored, chosen: list[_Scored], shape: AnswerShape) -
 
 
 def _sibling_entry(unit: _Scored, lead: _Scored, candidates: tuple[Candidate, ...], query: Query) -> bool:
-    """`unit` is another entry of the table (in any of its chunks) whose entry the question names and the
-    answer leads with."""
+    """`unit` is another entry, not named by the question, of the table (in any of its chunks) whose
+    named entry leads the answer."""
     table, other = candidates[lead.candidate_index].passage, candidates[unit.candidate_index].passage
     return (
         (other.source_path, other.section_path) == (table.source_path, table.section_path)
         and bool(unit.unit.subject)
-        and _asked_about(lead.unit, query)
         and not _asked_about(unit.unit, query)
     )
 

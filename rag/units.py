@@ -330,12 +330,9 @@ class _Builder:
 
     def _lead_in(self, index: int) -> _Span | None:
         """The last sentence of the line before `index` (blank lines between allowed) if it introduces it."""
-        before = index - 1
-        while before >= 0 and self.lines[before].kind == "blank":
-            before -= 1
-        if before < 0 or self.lines[before].kind not in ("text", "item"):
+        line = self._line_before(index)
+        if line is None or line.kind not in ("text", "item"):
             return None
-        line = self.lines[before]
         last = _sentence_spans(self.text, _Span(line.start, line.end))[-1]
         if line.kind == "item":  # an item introduces what is indented under it, or nothing
             current = self.lines[index]
@@ -401,8 +398,7 @@ class _Builder:
         """The one-line item at `candidate`, which has lines of its own under it, is that item's heading
         ("- Adding Acls" above the text and command that add them) when it reads like one: kind "title"."""
         span = self.candidates[candidate].spans[0]
-        words = _ITEM.sub("", span.of(self.text))
-        if len(words) <= MAX_HEADING_CHARS and not _TERMINAL.search(words):
+        if _reads_as_heading(_ITEM.sub("", span.of(self.text))):
             self.candidates[candidate] = dataclasses.replace(self.candidates[candidate], kind="title")
 
     def _all_names(self, items: list[tuple[int, int]]) -> bool:
@@ -411,19 +407,23 @@ class _Builder:
         for first, end in items:
             line = self.lines[first]
             words = self.text[line.start : line.end]
-            if end - first > 1 or len(words) > MAX_HEADING_CHARS or _TERMINAL.search(words):
+            if end - first > 1 or not _reads_as_heading(words):
                 return False
         return True
 
     def _paragraph_before(self, index: int) -> _Span | None:
         """The last sentence of the prose line right before `index` (blank lines between allowed)."""
+        line = self._line_before(index)
+        if line is None or line.kind != "text":
+            return None
+        return _sentence_spans(self.text, _Span(line.start, line.end))[-1]
+
+    def _line_before(self, index: int) -> _Line | None:
+        """The last line before `index` that is not blank."""
         before = index - 1
         while before >= 0 and self.lines[before].kind == "blank":
             before -= 1
-        if before < 0 or self.lines[before].kind != "text":
-            return None
-        line = self.lines[before]
-        return _sentence_spans(self.text, _Span(line.start, line.end))[-1]
+        return self.lines[before] if before >= 0 else None
 
     def _inside_item(self, index: int, indent: int) -> bool:
         line = self.lines[index]
@@ -605,12 +605,13 @@ def is_title(unit: EvidenceUnit) -> bool:
     but states nothing, so it is not quoted."""
     text = unit.text
     return unit.kind == "title" or (
-        unit.kind == "sentence"
-        and len(text) <= MAX_HEADING_CHARS
-        and "\n" not in text
-        and not _TERMINAL.search(text)
-        and not _ITEM.match(text)
+        unit.kind == "sentence" and _reads_as_heading(text) and "\n" not in text and not _ITEM.match(text)
     )
+
+
+def _reads_as_heading(text: str) -> bool:
+    """Short, and not ended like a sentence: a name or a title, not a statement."""
+    return len(text) <= MAX_HEADING_CHARS and not _TERMINAL.search(text)
 
 
 def is_lead_in_sentence(unit: EvidenceUnit) -> bool:
