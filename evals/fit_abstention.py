@@ -9,7 +9,8 @@ Every tuning-part question, answerable or not, gives one row of retrieval featur
 questions declined while over-abstention stays at or under `MAX_OVER_ABSTENTION` on held-out scores),
 and the final model's threshold declines at most a budget of answerable questions on its own scores:
 the budget whose whole procedure (fit, then threshold on own scores), cross-validated, has the best
-held-out balanced accuracy (in-sample scores flatter a model, so the held-out figures are the ones reported).
+held-out balanced accuracy among those whose held-out over-abstention stays within 0.03 (in-sample scores
+flatter a model, so the held-out figures are the ones reported).
 Test-part ids are never read. Writes the model file and `evals/reports/fit_abstention.md`.
 """
 
@@ -29,6 +30,7 @@ from evals.golden import add_set_argument, load_golden, select_part
 from rag import Assistant, LinearModel, Settings, data_hash, model_paths
 
 MAX_OVER_ABSTENTION = 0.02  # below the 0.03 target: the test part's questions are new to the fit
+TARGET_OVER_ABSTENTION = 0.03  # issue 17's calibration target, held to on the cross-validated procedure
 REGULARISATION = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 BUDGETS = (0.0, 0.01, 0.02, 0.03, 0.04)  # share of answerable tuning questions the final threshold may decline
 FOLDS = 5
@@ -115,9 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # another scale than the cross-validation models' (more data, larger weights), so their threshold
     # would not transfer. Its budget is chosen on the whole procedure, cross-validated.
     procedure = {b: cross_validated_procedure(x, y, best, b) for b in BUDGETS}
-    # Held-out balanced accuracy decides (one declined answerable question moves over-abstention by ~0.008,
-    # so a hard cap at the target would swing between extremes); ties go to the smaller budget.
-    budget = max(BUDGETS, key=lambda b: (procedure[b][0] - procedure[b][1], -b))
+    # Held-out balanced accuracy decides among the budgets that keep held-out over-abstention within the
+    # target: balanced accuracy alone chose budgets whose held-out over-abstention, 0.038-0.043, missed it.
+    # Ties go to the smaller budget.
+    within = [b for b in BUDGETS if procedure[b][1] <= TARGET_OVER_ABSTENTION] or [min(BUDGETS)]
+    budget = max(within, key=lambda b: (procedure[b][0] - procedure[b][1], -b))
     threshold, _, _ = threshold_for(model.scores(x), y, budget)
     training = {
         "data": data_hash([ids, y.tolist()]),

@@ -23,7 +23,8 @@ ABSTENTION_FEATURES = (
     "coverage",  # IDF-weighted share of the question's terms found in the top three passages
     "unknown_terms",  # IDF-weighted share of the question's terms the corpus never uses
     "unknown_names",  # share of the question's names (products, APIs) the corpus never mentions, unless
-    # a top passage carries an identifier the question is about ("our Spring Boot app gets X": X is covered)
+    # every identifier the question is about is covered and a top passage carries one ("our Spring Boot app
+    # gets X": X is covered); "spring-kafka: when does MANUAL_IMMEDIATE commit?" keeps its unknown names
     "focus_match",  # a top-three passage carries an identifier the question is about
     "focus_unknown",  # share of the identifiers the question is about that no passage carries
 )
@@ -44,6 +45,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
     scores = sorted(ranked.scores, reverse=True)
     focus = ranked.pool.query.focus_identifiers
     focus_match = bool(focus) and any(set(c.identifiers) & focus for c in top)
+    all_focus_covered = focus_match and not evidence.unknown_focus_identifiers
     return (
         scores[0],
         scores[0] - scores[1] if len(scores) > 1 else 0.0,
@@ -51,7 +53,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         max(c.feature("sentence") for c in top),
         coverage,
         evidence.unknown_term_share,
-        len(evidence.unknown_names) / evidence.names if evidence.names and not focus_match else 0.0,
+        len(evidence.unknown_names) / evidence.names if evidence.names and not all_focus_covered else 0.0,
         1.0 if focus_match else 0.0,
         evidence.unknown_focus_identifiers / evidence.focus_identifiers if evidence.focus_identifiers else 0.0,
     )

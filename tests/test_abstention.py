@@ -100,18 +100,24 @@ def test_focus_match_needs_a_top_three_passage_carrying_a_focus_identifier():
     assert _features(_ranked(fourth, [4, 3, 2, 1], question=question))["focus_match"] == 0.0
 
 
-def test_unknown_names_do_not_count_beside_a_covered_identifier():
+def test_unknown_names_count_unless_everything_the_question_is_about_is_covered():
     """ "Our Spring Boot app gets ProducerFencedException": the user's own stack is unknown to the corpus,
-    but the identifier the question is about is covered, so the names say nothing about coverage. (Handing
-    both features to the fit raised its cross-validated AUC on the tuning parts, but declined this
-    question: no answerable tuning question names an unknown product beside a covered identifier.)"""
+    but the one identifier the question is about is covered, so the names say nothing about coverage.
+    "spring-kafka: with ack-mode MANUAL_IMMEDIATE, when does it commit after enable.auto.commit=false?" asks
+    about an identifier no passage carries beside a covered one: there the product name counts (cross-validated
+    on the tuning parts, the decision then declines more such questions and fewer answerable ones)."""
     question = "Our Spring Boot app gets ProducerFencedException, what does it mean?"
     covered = [make_candidate("a", identifiers=("producerfencedexception",))]
     features = _features(_ranked(covered, [1.0], question=question, names=2, unknown_names=("Spring", "Boot")))
     assert features["focus_match"] == 1.0
     assert features["unknown_names"] == 0.0
+    partly = _features(
+        _ranked(covered, [1.0], question=question, names=2, unknown_names=("Spring", "Boot"),
+                focus_identifiers=2, unknown_focus_identifiers=1)
+    )  # fmt: skip
+    assert (partly["focus_match"], partly["unknown_names"]) == (1.0, 1.0)
     uncovered = _features(_ranked([make_candidate("b")], [1.0], question=question, names=2, unknown_names=("Spring",)))
-    assert uncovered["unknown_names"] == 0.5
+    assert (uncovered["unknown_names"], uncovered["focus_match"]) == (0.5, 0.0)
 
 
 def test_a_context_identifier_is_not_a_focus_match():
