@@ -16,6 +16,7 @@ same index and question.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -93,6 +94,7 @@ class _Scored:
     score: float
     terms: frozenset[str]
     bucket: str
+    entry: int = -1  # the position of the setting entry this unit belongs to in its passage, its own when it is one
 
 
 NEAR_DUPLICATE = 0.9  # cosine above which two units say the same thing
@@ -177,8 +179,30 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         chosen.append(unit)
         seen_terms |= unit.terms
         chars += cost
-    chosen, budget = _with_whole_lists(chosen, scored, shape.max_chars - chars)
+    chosen, budget = _with_their_entries(chosen, scored, shape.max_chars - chars)
+    chosen, budget = _with_whole_lists(chosen, scored, budget)
     return _render(ranked.candidates, _with_what_lead_ins_introduce(chosen, scored, budget), layout)
+
+
+def _with_their_entries(chosen: list[_Scored], scored: list[_Scored], budget: int) -> tuple[list[_Scored], int]:
+    """A chosen unit that continues a setting's entry ("This setting should correspond roughly to the total
+    memory …" below the `buffer.memory` entry) is shown after that entry, which names the setting and gives
+    its type and default: the entry moves before it when chosen, or is taken in when the character budget
+    allows, in the unit's part of the answer. Returns the units and the budget left."""
+    by_place = {(u.candidate_index, u.unit.position): u for u in scored}
+    shown: list[_Scored] = []
+    for unit in chosen:
+        continued = unit.entry >= 0 and unit.entry != unit.unit.position
+        entry = by_place.get((unit.candidate_index, unit.entry)) if continued else None
+        if entry is not None and not any(entry is other for other in shown):
+            if any(entry is other for other in chosen):
+                shown.append(entry)
+            elif len(entry.unit.text) <= budget:
+                shown.append(dataclasses.replace(entry, bucket=unit.bucket))
+                budget -= len(entry.unit.text)
+        if not any(unit is other for other in shown):
+            shown.append(unit)
+    return shown, budget
 
 
 def _list_key(unit: _Scored) -> tuple[int, int] | None:
@@ -294,6 +318,7 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     # The items of a list an earlier chunk introduced, when the chunk begins inside one, show its lead-in.
     text = candidate.passage.text
     list_end = leading_list_end(text, candidate.continues_code) if candidate.list_intro is not None else 0
+    entry = _entry_position(units, heading)
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
         if is_title(unit) or (unit is units[-1] and is_lead_in_sentence(unit)):
             continue  # a title states nothing; a lead-in ending its chunk introduces what is not in it
@@ -315,8 +340,15 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
         )
         if 0 <= text.find(unit.parts[0]) < list_end:
             unit = with_list_lead_in(unit, candidate.list_lead_in)
-        scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit)))
+        belongs = entry if 0 <= entry <= unit.position else -1
+        scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit), belongs))
     return scored
+
+
+def _entry_position(units: list[EvidenceUnit], heading: str) -> int:
+    """Where the passage's own setting entry stands (a reference page's section about one setting, headed by
+    its key); -1 when the passage is no such section."""
+    return next((u.position for u in units if u.kind == "setting" and heading and u.subject == heading), -1)
 
 
 def _bucket(unit: EvidenceUnit) -> str:
@@ -351,10 +383,11 @@ def _cited(key: int, candidates: tuple[Candidate, ...], ordered: list[_Scored]) 
     return passage, tuple(part for part in parts if part in passage.text)
 
 
-def _heading_key(passage: Passage) -> str:
-    """The setting, error or tool a passage's own heading names, when the heading is nothing but that name."""
+def _heading_key(passage: Passage, entry: bool) -> str:
+    """The setting, error or tool a passage's own heading names, when the heading is nothing but that name:
+    an identifier, or the key of the setting entry the passage is (`acks`, `buffer.memory`)."""
     heading = passage.section_path[-1].strip() if len(passage.section_path) > 1 else ""
-    if not heading or " " in heading or not extract_identifiers(heading):
+    if not heading or " " in heading or not (entry or extract_identifiers(heading)):
         return ""
     return heading
 
@@ -408,7 +441,7 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
         if _carried(unit, candidates):
             intro = markers[-1 - unit.candidate_index]
             block = block.replace(f" [{marker}]", f" [{intro}][{marker}]", 1)
-        key = _heading_key(candidates[unit.candidate_index].passage)
+        key = _heading_key(candidates[unit.candidate_index].passage, any(u.entry >= 0 for u in group))
         # A setting or row names its own subject; a bare code block must start its line.
         prose = all(u.unit.kind in ("sentence", "list") for u in group)
         if key and prose and unit.candidate_index not in named and key.lower() not in unit.unit.text.lower():

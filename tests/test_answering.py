@@ -365,6 +365,38 @@ def test_a_sentence_under_a_setting_heading_is_shown_with_the_setting_name():
     assert all(not u.startswith("`Share") for u in units)  # a heading of words is not a name
 
 
+BUFFER = (
+    "The total bytes of memory the producer can use to buffer records.\n\n"
+    "This setting should correspond roughly to the total memory the producer will use.\n\n"
+    "Type: | long\nDefault: | 33554432\nImportance: | high"
+)
+BUFFER_ENTRY = "`buffer.memory`: The total bytes of memory the producer can use to buffer records. (Type: long"
+BUFFER_MORE = "This setting should correspond roughly to the total memory the producer will use. [1]"
+
+
+@pytest.mark.parametrize("units_allowed", [1, 2])  # the entry left out by the unit limit, or chosen after the sentence
+def test_a_sentence_continuing_a_setting_entry_is_shown_after_the_entry(units_allowed):
+    # "This setting should correspond roughly to …" led an answer above the `buffer.memory` entry it belongs
+    # to, and without it once the answer was full.
+    axes = _Axes()
+    entry = candidate(axes, "buffer", BUFFER, [0.5, 0.9], heading="buffer.memory")
+    question = "the producer blocks when its memory is full"
+    draft = extract_answer(ranked([entry], question), shape(max_units_fact=units_allowed))
+    _check(draft)
+    units = _units(draft.text)
+    assert units[0].startswith(BUFFER_ENTRY), draft.text
+    assert units[1:] == [BUFFER_MORE]
+
+
+def test_a_continuing_sentence_without_room_for_its_entry_is_named_by_it():
+    axes = _Axes()
+    entry = candidate(axes, "buffer", BUFFER, [0.1, 0.9], heading="buffer.memory")
+    question = "the producer blocks when its memory is full"
+    draft = extract_answer(ranked([entry], question), shape(max_units_fact=1, max_chars=len(BUFFER_MORE) + 10))
+    _check(draft)
+    assert _units(draft.text) == ["`buffer.memory`: " + BUFFER_MORE]
+
+
 def test_near_duplicate_units_are_dropped():
     axes = _Axes()
     first = candidate(axes, "a", OTHER, [0.9, 0.2])
