@@ -109,6 +109,12 @@ _DO = re.compile(
     re.I,
 )
 _CHECK = re.compile(r"\b(?:check|verify|monitor|look for|describe|inspect|metrics?)\b", re.I)
+# Openings that lean on the sentence before ("However, …", "This means …", "Therefore, …").
+_LEANS_BACK = re.compile(
+    r"^(?:However|Therefore|Thus|Hence|Otherwise|Instead|Similarly|Additionally|Furthermore|Moreover|"
+    r"Consequently|As a result|In (?:this|that|such a|either) case|For (?:this|that) reason|"
+    r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) )\b)",
+)
 
 
 def abstain(ranked: Ranked, related: int = 3) -> Draft:
@@ -180,6 +186,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         seen_terms |= unit.terms
         chars += cost
     chosen, budget = _with_their_entries(chosen, scored, shape.max_chars - chars)
+    chosen, budget = _with_what_they_follow(chosen, scored, budget)
     chosen, budget = _with_whole_lists(chosen, scored, budget)
     return _render(ranked.candidates, _with_what_lead_ins_introduce(chosen, scored, budget), layout)
 
@@ -202,6 +209,22 @@ def _with_their_entries(chosen: list[_Scored], scored: list[_Scored], budget: in
                 budget -= len(entry.unit.text)
         if not any(unit is other for other in shown):
             shown.append(unit)
+    return shown, budget
+
+
+def _with_what_they_follow(chosen: list[_Scored], scored: list[_Scored], budget: int) -> tuple[list[_Scored], int]:
+    """A chosen sentence that leans on the one before it ("However, if the consumer …", "This means …") is
+    shown after that sentence, taken in when the character budget allows. Returns the units and the budget left."""
+    by_place = {(u.candidate_index, u.unit.position): u for u in scored}
+    shown: list[_Scored] = []
+    for unit in chosen:
+        before = by_place.get((unit.candidate_index, unit.unit.position - 1))
+        leans = unit.unit.kind == "sentence" and _LEANS_BACK.match(unit.unit.text)
+        if leans and before is not None and not any(before is other for other in (*chosen, *shown)):
+            if before.unit.kind == "sentence" and len(before.unit.text) <= budget:
+                shown.append(dataclasses.replace(before, bucket=unit.bucket))
+                budget -= len(before.unit.text)
+        shown.append(unit)
     return shown, budget
 
 

@@ -397,6 +397,28 @@ def test_a_continuing_sentence_without_room_for_its_entry_is_named_by_it():
     assert _units(draft.text) == ["`buffer.memory`: " + BUFFER_MORE]
 
 
+LEANING = (
+    "An idempotent producer that restarts gets a new producer id. "
+    "However, the pair of producer id and sequence number stays unique, so brokers drop duplicate writes. "
+    "Transactions build on idempotence."
+)
+
+
+@pytest.mark.parametrize(("max_chars", "shown"), [(5000, 2), (120, 1)])
+def test_a_sentence_that_leans_on_the_one_before_is_shown_after_it_when_it_fits(max_chars, shown):
+    axes = _Axes()
+    passage = candidate(axes, "pid", LEANING, [0.1, 0.9, 0.2])
+    draft = extract_answer(
+        ranked([passage], "how do brokers drop duplicate writes?"), shape(max_units_fact=1, max_chars=max_chars)
+    )
+    _check(draft)
+    units = _units(draft.text)
+    assert len(units) == shown, draft.text
+    assert units[-1].startswith("However, the pair of producer id")
+    if shown == 2:
+        assert units[0] == "An idempotent producer that restarts gets a new producer id. [1]"
+
+
 def test_near_duplicate_units_are_dropped():
     axes = _Axes()
     first = candidate(axes, "a", OTHER, [0.9, 0.2])
