@@ -220,12 +220,15 @@ def _with_what_they_follow(chosen: list[_Scored], scored: list[_Scored], budget:
     for unit in chosen:
         before = by_place.get((unit.candidate_index, unit.unit.position - 1))
         leans = unit.unit.kind == "sentence" and _LEANS_BACK.match(unit.unit.text)
-        if leans and before is not None and not any(before is other for other in (*chosen, *shown)):
-            if before.unit.kind == "sentence" and len(before.unit.text) <= budget:
-                shown.append(dataclasses.replace(before, bucket=unit.bucket))
-                budget -= len(before.unit.text)
+        if leans and before is not None and _fits_before(before, (*chosen, *shown), budget):
+            shown.append(dataclasses.replace(before, bucket=unit.bucket))
+            budget -= len(before.unit.text)
         shown.append(unit)
     return shown, budget
+
+
+def _fits_before(before: _Scored, shown: tuple[_Scored, ...], budget: int) -> bool:
+    return before.unit.kind == "sentence" and len(before.unit.text) <= budget and not any(before is u for u in shown)
 
 
 def _list_key(unit: _Scored) -> tuple[int, int] | None:
