@@ -3,10 +3,11 @@
     python -m evals.tune_answers --set evals/golden.jsonl seeds index \\
         --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index
 
-Coordinate search over the `AnswerShape` settings (units per answer, the relative cutoff, novelty, and
-the unit score's weights; the answer's character budget, `answer_max_chars`, is fixed): each setting in
+Coordinate search over the `AnswerShape` settings (units per answer, the relative cutoff, novelty, the
+unit score's weights, and the rendered answer's character budget `answer_max_chars`): each setting in
 turn takes the value that maximises key-fact recall on the answerable tuning questions while every golden
-file's median answer stays under `MAX_MEDIAN_CHARS`; two rounds. The report also shows source precision
+file's median answer stays under `MAX_MEDIAN_CHARS`; two rounds. `--only NAME ...` searches those settings
+alone, the others kept as they are. The report also shows source precision
 (the share of cited passages from the item's source documents), so
 a setting that pads answers with lines from unrelated pages is visible. Test-part ids are never read.
 Prints the chosen values (copy them into `rag/settings.py`) and writes `evals/reports/tune_answers.md`.
@@ -38,6 +39,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "unit_neighbour_weight": (0.0, 0.05, 0.1, 0.2),
     "unit_echo_weight": (0.0, 0.1, 0.3, 0.5),
     "unit_echo_share": (0.6, 0.8, 0.9, 1.01),  # 1.01: never
+    "answer_max_chars": (850, 900, 950, 1000, 1050),  # the rendered answer's bound, markers and headings included
 }
 ROUNDS = 2
 REPORT = Path("evals/reports/tune_answers.md")
@@ -74,18 +76,21 @@ def score(assistants: Sequence[tuple[Assistant, list[GoldenItem]]], values: dict
     )
 
 
-def tune(assistants: Sequence[tuple[Assistant, list[GoldenItem]]]) -> tuple[dict[str, float], Result, list[str]]:
+def tune(
+    assistants: Sequence[tuple[Assistant, list[GoldenItem]]], only: Sequence[str] = ()
+) -> tuple[dict[str, float], Result, list[str]]:
     """Coordinate search from the current settings: (chosen values, their result, report table lines).
     A value is taken only when every golden file's median answer stays within `MAX_MEDIAN_CHARS`."""
     defaults = assistants[0][0].settings
-    values: dict[str, float] = {name: getattr(defaults, name) for name in GRID}
+    grid = {name: values for name, values in GRID.items() if not only or name in only}
+    values: dict[str, float] = {name: getattr(defaults, name) for name in grid}
     best = start = score(assistants, values)
     lines = [f"Start {values}: {_summary(start)}", "",
              "| round | setting | value | key-fact recall | source precision | longest median chars |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for round_number in range(1, ROUNDS + 1):
-        for name, grid in GRID.items():
-            for value in grid:
+        for name, choices in grid.items():
+            for value in choices:
                 trial = {**values, name: value}
                 result = score(assistants, trial)
                 lines.append(
@@ -112,8 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_set_argument(parser)
     parser.add_argument("--report", type=Path, default=REPORT)
+    parser.add_argument("--only", nargs="+", choices=sorted(GRID), default=(), help="search these settings alone")
     args = parser.parse_args(argv)
-    values, best, table = tune(tuning_sets(args.set))
+    values, best, table = tune(tuning_sets(args.set), args.only)
     lines = ["# Answer shape tuning (tuning parts only)", "", *table, "", f"Chosen: {values}", f"{_summary(best)}.", ""]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines), encoding="utf-8")

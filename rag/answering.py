@@ -95,8 +95,10 @@ class _Scored:
     terms: frozenset[str]
     bucket: str
     entry: int = -1  # the position of the setting entry this unit belongs to in its passage, its own when it is one
+    size: int = 0  # characters the unit takes in the rendered answer: its words, names, labels, marker, blank line
 
 
+HEADINGS_CHARS = 60  # the troubleshooting layout's part headings, about two of them per answer
 NEAR_DUPLICATE = 0.9  # cosine above which two units say the same thing
 NAMED_LEAD_PASSAGES = 3  # the entry of a setting or error the question names may lead from this deep
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
@@ -111,8 +113,9 @@ _DO = re.compile(
 _CHECK = re.compile(r"\b(?:check|verify|monitor|look for|describe|inspect|metrics?)\b", re.I)
 # Openings that lean on the sentence before ("However, …", "This means …", "Therefore, …").
 _LEANS_BACK = re.compile(
-    r"^(?:However|Therefore|Thus|Hence|Otherwise|Instead|Similarly|Additionally|Furthermore|Moreover|"
-    r"Consequently|As a result|In (?:this|that|such a|either) case|For (?:this|that) reason|"
+    r"^(?:However|Therefore|Thus|Hence|Otherwise|Instead|Similarly|Additionally|Furthermore|Moreover|Also|So|"
+    r"Consequently|Alternatively|Nevertheless|As a result|In other words|On the other hand|If (?:so|not)\b|"
+    r"If (?:this|that) is the case|In (?:this|that|such a|either) case|For (?:this|that) reason|"
     r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) )\b)",
 )
 
@@ -148,7 +151,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
             best_of_part[u.bucket] = max(best_of_part.get(u.bucket, u.score), u.score)
     chosen = [lead]
     seen_terms = set(lead.terms)
-    chars = len(lead.unit.text)
+    chars = lead.size + (HEADINGS_CHARS if layout else 0)
     # Beside the entry the question names, the other entries of its table are about other settings or
     # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it.
     pool = [u for u in scored if u is not lead]
@@ -179,7 +182,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         new_terms = unit.terms - seen_terms
         if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
             continue  # adds no fact the answer does not already state
-        cost = len(unit.unit.text) - _shared_lead_in(unit, chosen)
+        cost = unit.size - _shared_lead_in(unit, chosen)
         if chars + cost > shape.max_chars:
             continue
         chosen.append(unit)
@@ -188,7 +191,20 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     chosen, budget = _with_their_entries(chosen, scored, shape.max_chars - chars)
     chosen, budget = _with_what_they_follow(chosen, scored, budget)
     chosen, budget = _with_whole_lists(chosen, scored, budget)
-    return _render(ranked.candidates, _with_what_lead_ins_introduce(chosen, scored, budget), layout)
+    return _within(ranked.candidates, _with_what_lead_ins_introduce(chosen, scored, budget), layout, shape.max_chars)
+
+
+def _within(candidates: tuple[Candidate, ...], shown: list[_Scored], layout: bool, max_chars: int) -> Draft:
+    """The rendered answer, last-chosen units left out until it fits `max_chars` (names, markers, a table
+    row's labels and the part headings add to the quoted words); the lead is always shown. A lead-in
+    whose block was left out goes too: it would introduce nothing."""
+    draft = _render(candidates, shown, layout)
+    while len(draft.text) > max_chars and len(shown) > 1:
+        shown = shown[:-1]
+        while len(shown) > 1 and is_lead_in_sentence(shown[-1].unit):
+            shown = shown[:-1]
+        draft = _render(candidates, shown, layout)
+    return draft
 
 
 def _with_their_entries(chosen: list[_Scored], scored: list[_Scored], budget: int) -> tuple[list[_Scored], int]:
@@ -204,9 +220,9 @@ def _with_their_entries(chosen: list[_Scored], scored: list[_Scored], budget: in
         if entry is not None and not any(entry is other for other in shown):
             if any(entry is other for other in chosen):
                 shown.append(entry)
-            elif len(entry.unit.text) <= budget:
+            elif entry.size <= budget:
                 shown.append(dataclasses.replace(entry, bucket=unit.bucket))
-                budget -= len(entry.unit.text)
+                budget -= entry.size
         if not any(unit is other for other in shown):
             shown.append(unit)
     return shown, budget
@@ -222,13 +238,13 @@ def _with_what_they_follow(chosen: list[_Scored], scored: list[_Scored], budget:
         leans = unit.unit.kind == "sentence" and _LEANS_BACK.match(unit.unit.text)
         if leans and before is not None and _fits_before(before, (*chosen, *shown), budget):
             shown.append(dataclasses.replace(before, bucket=unit.bucket))
-            budget -= len(before.unit.text)
+            budget -= before.size
         shown.append(unit)
     return shown, budget
 
 
 def _fits_before(before: _Scored, shown: tuple[_Scored, ...], budget: int) -> bool:
-    return before.unit.kind == "sentence" and len(before.unit.text) <= budget and not any(before is u for u in shown)
+    return before.unit.kind == "sentence" and before.size <= budget and not any(before is u for u in shown)
 
 
 def _list_key(unit: _Scored) -> tuple[int, int] | None:
@@ -245,7 +261,7 @@ def _with_whole_lists(chosen: list[_Scored], scored: list[_Scored], budget: int)
     keys = [key for u in chosen if (key := _list_key(u)) is not None]
     for key in dict.fromkeys(k for k in keys if keys.count(k) > 1):
         rest = [u for u in scored if _list_key(u) == key and not any(u is other for other in shown)]
-        cost = sum(len(u.unit.text) + 1 for u in rest)
+        cost = sum(u.size for u in rest)
         if rest and cost <= budget:
             shown += rest
             budget -= cost
@@ -266,9 +282,9 @@ def _with_what_lead_ins_introduce(chosen: list[_Scored], scored: list[_Scored], 
             continue
         if any(following is other for other in (*chosen, *shown)):
             shown.append(unit)
-        elif len(following.unit.text) <= budget:
+        elif following.size <= budget:
             shown += [unit, following]
-            budget -= len(following.unit.text)
+            budget -= following.size
     return shown or chosen
 
 
@@ -367,7 +383,10 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
         if 0 <= text.find(unit.parts[0]) < list_end:
             unit = with_list_lead_in(unit, candidate.list_lead_in)
         belongs = entry if 0 <= entry <= unit.position else -1
-        scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit), belongs))
+        size = len(render_unit(with_table_header(unit, candidate.table_header), index + 1)) + len("\n\n")
+        if belongs >= 0 and unit.kind == "sentence":
+            size += len(f"`{heading}`: ")  # may be named by its heading (`_render`)
+        scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit), belongs, size))
     return scored
 
 

@@ -74,9 +74,11 @@ class Settings:
     unit_neighbour_weight: float = 0.05  # for a unit next to one already in the answer, in the same passage
     unit_echo_weight: float = 0.3  # against a unit that only repeats the user's pasted command or stack frame
     unit_echo_share: float = 0.8  # ... or a code unit with this share of its words in the question (their log lines)
-    # No unit is added past this many characters of answer: concise by construction on any mix of
-    # questions (a limit on the tuning parts' median alone let the test parts' answers run longer).
-    answer_max_chars: int = 900
+    # The rendered answer (quoted words, names, labels, markers, part headings) stays within this many
+    # characters: concise by construction on any mix of questions (a limit on the tuning parts' median alone
+    # let the test parts' answers run longer). Chosen by `evals/tune_answers.py --only answer_max_chars`:
+    # the largest bound whose tuning-part medians stay within 860 characters.
+    answer_max_chars: int = 950
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
     query_threads: int = 1  # embedding threads when serving: concurrent requests beat intra-op threads on few cores
     llm_provider: str = "openai"  # openai | ollama

@@ -437,10 +437,22 @@ def test_a_unit_that_adds_no_new_words_is_dropped():
     assert [c.passage.chunk_id for c in draft.citations] == ["a"]
 
 
-def test_max_chars_bounds_the_answer():
+def test_max_chars_bounds_the_rendered_answer():
+    """Markers, part headings and a setting's labels count: the rendered answer stays within `max_chars`."""
+    counts = []
+    for max_chars in (130, 260, 5000):
+        axes = _Axes()
+        passage = candidate(axes, "a", FIX, [0.9, 0.85, 0.8])
+        draft = extract_answer(ranked([passage], TROUBLESHOOT), shape(max_chars=max_chars))
+        assert len(draft.text) <= max_chars, draft.text
+        counts.append(len(_units(draft.text)))
+    assert counts == [1, 2, 3]
+
+
+def test_a_lead_longer_than_max_chars_is_still_shown_alone():
     axes = _Axes()
-    draft = extract_answer(ranked([candidate(axes, "a", FIX, [0.9, 0.85, 0.8])], TROUBLESHOOT), shape(max_chars=130))
-    assert len(_units(draft.text)) == 2
+    draft = extract_answer(ranked([candidate(axes, "a", FIX, [0.9, 0.85, 0.8])], TROUBLESHOOT), shape(max_chars=20))
+    assert len(_units(draft.text)) == 1
 
 
 def test_a_list_stays_with_its_lead_in():

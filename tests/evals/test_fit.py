@@ -205,3 +205,21 @@ def test_the_chosen_chunk_size_keeps_every_median_answer_concise():
 
     table = {900: [row(0.7, 800), row(0.7, 880)], 1300: [row(0.9, 700), row(0.9, 950)], 1100: [row(0.8, 850)] * 2}
     assert tune_chunking.choose(table) == 1100
+
+
+def test_answer_tuning_with_only_searches_those_settings_on_tuning_questions(
+    seeds_index, golden, asked, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(tune_answers, "GRID", {"max_units_fact": (2, 3), "answer_max_chars": (700, 900)})
+    monkeypatch.setattr(tune_answers, "ROUNDS", 1)
+    report = tmp_path / "tune_answers.md"
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--only", "answer_max_chars", "--report", str(report)]
+    assert tune_answers.main(argv) == 0
+    _only_tune(asked, golden)
+    rows = [
+        line.split("|")[2].strip()
+        for line in report.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| 1 |")
+    ]
+    assert rows == ["answer_max_chars", "answer_max_chars"]
+    assert "Chosen: {'answer_max_chars':" in report.read_text(encoding="utf-8")
