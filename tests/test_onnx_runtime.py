@@ -21,9 +21,10 @@ from tests.conftest import REPO
 MODEL_DIR = Path(resolve_model(DEFAULT_MODEL))
 GOLDEN_FILES = (REPO / "evals" / "golden.jsonl", REPO / "evals" / "golden_kafka_docs.jsonl")
 FP32_MIN_COSINE = 0.99  # the issue's bar for mixing backends; measured 0.99999
-# Measured min 0.985, mean 0.996 on these texts with the feed-forward down-projections in fp32; every weight
-# in per-channel int8 gave 0.977-0.986 / 0.993, per-tensor int8 0.90 / 0.91: the mean catches either.
-INT8_MIN_COSINE, INT8_MEAN_COSINE = 0.98, 0.995
+# int8 is held to the same bar per text (issue 12: "int8 is checked the same way"). The recipe that leaves the
+# query, key, value and down-projections in fp32 measured min 0.993, mean 0.998 on 600 docs texts and the golden
+# questions; int8 weights everywhere but the down-projections gave 0.985-0.989 / 0.996, per-tensor 0.90 / 0.91.
+INT8_MIN_COSINE, INT8_MEAN_COSINE = 0.99, 0.997
 
 
 def golden_questions() -> list[str]:
@@ -76,7 +77,7 @@ def test_the_graphs_are_exported_into_the_cache_from_the_packaged_model(onnx_emb
     for quantized, graph in ((False, fp32), (True, int8)):
         assert graph.is_file() and graph.is_relative_to(fresh_cache)
         assert ensure_graph(MODEL_DIR, fresh_cache, quantized) == graph
-    assert int8.stat().st_size < fp32.stat().st_size / 2  # int8 weights but the down-projections: 34 of 90 MB
+    assert int8.stat().st_size < fp32.stat().st_size / 2  # up-projections, attention outputs, embeddings: 41 of 90 MB
     assert sorted(p.name for p in fp32.parent.iterdir()) == [".lock", "model-int8.onnx", "model.onnx"]
 
 
