@@ -98,7 +98,7 @@ class _Scored:
     size: int = 0  # characters the unit takes in the rendered answer: its words, names, labels, marker, blank line
 
 
-HEADINGS_CHARS = 60  # the troubleshooting layout's part headings, about two of them per answer
+HEADINGS_CHARS = 60  # the troubleshooting layout's part headings: the two longest take 52 with their blank lines
 NEAR_DUPLICATE = 0.9  # cosine above which two units say the same thing
 NAMED_LEAD_PASSAGES = 3  # the entry of a setting or error the question names may lead from this deep
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
