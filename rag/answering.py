@@ -188,10 +188,12 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         chosen.append(unit)
         seen_terms |= unit.terms
         chars += cost
-    chosen, budget = _with_their_entries(chosen, scored, shape.max_chars - chars)
-    chosen, budget = _with_what_they_follow(chosen, scored, budget)
+    by_place = {(u.candidate_index, u.unit.position): u for u in scored}
+    chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars)
+    chosen, budget = _with_what_they_follow(chosen, by_place, budget)
     chosen, budget = _with_whole_lists(chosen, scored, budget)
-    return _within(ranked.candidates, _with_what_lead_ins_introduce(chosen, scored, budget), layout, shape.max_chars)
+    shown = _with_what_lead_ins_introduce(chosen, by_place, budget)
+    return _within(ranked.candidates, shown, layout, shape.max_chars)
 
 
 def _within(candidates: tuple[Candidate, ...], shown: list[_Scored], layout: bool, max_chars: int) -> Draft:
@@ -207,12 +209,14 @@ def _within(candidates: tuple[Candidate, ...], shown: list[_Scored], layout: boo
     return draft
 
 
-def _with_their_entries(chosen: list[_Scored], scored: list[_Scored], budget: int) -> tuple[list[_Scored], int]:
+def _with_their_entries(
+    chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored], budget: int
+) -> tuple[list[_Scored], int]:
     """A chosen unit that continues a setting's entry ("This setting should correspond roughly to the total
     memory …" below the `buffer.memory` entry) is shown after that entry, which names the setting and gives
     its type and default: the entry moves before it when chosen, or is taken in when the character budget
-    allows, in the unit's part of the answer. Returns the units and the budget left."""
-    by_place = {(u.candidate_index, u.unit.position): u for u in scored}
+    allows, in the unit's part of the answer. `by_place` holds every scored unit by (passage, position).
+    Returns the units and the budget left."""
     shown: list[_Scored] = []
     for unit in chosen:
         continued = unit.entry >= 0 and unit.entry != unit.unit.position
@@ -228,10 +232,11 @@ def _with_their_entries(chosen: list[_Scored], scored: list[_Scored], budget: in
     return shown, budget
 
 
-def _with_what_they_follow(chosen: list[_Scored], scored: list[_Scored], budget: int) -> tuple[list[_Scored], int]:
+def _with_what_they_follow(
+    chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored], budget: int
+) -> tuple[list[_Scored], int]:
     """A chosen sentence that leans on the one before it ("However, if the consumer …", "This means …") is
     shown after that sentence, taken in when the character budget allows. Returns the units and the budget left."""
-    by_place = {(u.candidate_index, u.unit.position): u for u in scored}
     shown: list[_Scored] = []
     for unit in chosen:
         before = by_place.get((unit.candidate_index, unit.unit.position - 1))
@@ -268,10 +273,11 @@ def _with_whole_lists(chosen: list[_Scored], scored: list[_Scored], budget: int)
     return shown, budget
 
 
-def _with_what_lead_ins_introduce(chosen: list[_Scored], scored: list[_Scored], budget: int) -> list[_Scored]:
+def _with_what_lead_ins_introduce(
+    chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored], budget: int
+) -> list[_Scored]:
     """A chosen sentence that introduces what follows it ("For instance, the following example moves …:")
     is shown with that next unit of its passage, taken in when the character budget allows; else left out."""
-    by_place = {(u.candidate_index, u.unit.position): u for u in scored}
     shown: list[_Scored] = []
     for unit in chosen:
         if not is_lead_in_sentence(unit.unit):
