@@ -72,6 +72,14 @@ def test_the_abstention_threshold_procedure_is_judged_on_held_out_questions():
     assert 0.0 <= recall <= 1.0 and over > 0.0
 
 
+def test_the_threshold_budget_keeps_held_out_over_abstention_within_the_target():
+    # (held-out abstention recall, over-abstention) per budget, as the tuning parts gave them
+    procedure = {0.0: (0.231, 0.005), 0.02: (0.692, 0.022), 0.03: (0.750, 0.032), 0.04: (0.769, 0.043)}
+    assert fit_abstention.choose_budget(procedure) == 0.02  # 0.04 balances better but declines 4.3%
+    assert fit_abstention.choose_budget({0.01: (0.5, 0.04), 0.02: (0.6, 0.05)}) == 0.01  # none within: the smallest
+    assert fit_abstention.choose_budget({0.01: (0.6, 0.01), 0.02: (0.61, 0.02)}) == 0.01  # a tie goes to the smaller
+
+
 def test_abstention_fit_reads_only_tuning_questions(seeds_index, golden, inspected):
     x, y, ids, names = fit_abstention.collect([(GOLDEN, SEEDS, seeds_index)])
     _only_tune(inspected, golden)
