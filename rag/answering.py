@@ -116,7 +116,7 @@ _LEANS_BACK = re.compile(
     r"^(?:However|Therefore|Thus|Hence|Otherwise|Instead|Similarly|Additionally|Furthermore|Moreover|Also|So|"
     r"Consequently|Alternatively|Nevertheless|As a result|In other words|On the other hand|If (?:so|not)\b|"
     r"If (?:this|that) is the case|In (?:this|that|such a|either) case|For (?:this|that) reason|"
-    r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) )\b)",
+    r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) ))\b",
 )
 
 

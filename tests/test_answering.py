@@ -419,6 +419,15 @@ def test_a_sentence_that_leans_on_the_one_before_is_shown_after_it_when_it_fits(
         assert units[0] == "An idempotent producer that restarts gets a new producer id. [1]"
 
 
+def test_a_sentence_that_only_begins_like_a_back_reference_stands_alone():
+    # "Some additional memory …" opens with the letters of "So" but leans on nothing.
+    axes = _Axes()
+    text = LEANING.replace("However, the pair", "Sometimes the pair")
+    passage = candidate(axes, "pid", text, [0.1, 0.9, 0.2])
+    draft = extract_answer(ranked([passage], "how do brokers drop duplicate writes?"), shape(max_units_fact=1))
+    assert [u.split(" ")[0] for u in _units(draft.text)] == ["Sometimes"], draft.text
+
+
 def test_near_duplicate_units_are_dropped():
     axes = _Axes()
     first = candidate(axes, "a", OTHER, [0.9, 0.2])
