@@ -149,9 +149,14 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     for u in scored:
         if u is not lead:
             best_of_part[u.bucket] = max(best_of_part.get(u.bucket, u.score), u.score)
-    chosen = [lead]
-    seen_terms = set(lead.terms)
+    by_place = {_place(u): u for u in scored}
+    # A sentence that continues a setting's entry is shown under the entry (`_with_their_entries`), which
+    # names the setting and gives its default: choosing the sentence takes in the entry and pays for it.
     chars = lead.size + (HEADINGS_CHARS if layout else 0)
+    lead_entry = _missing_entry(lead, [], by_place)
+    chosen = [lead] if lead_entry is None or chars + lead_entry.size > shape.max_chars else [lead_entry, lead]
+    seen_terms = {term for u in chosen for term in u.terms}
+    chars += sum(u.size for u in chosen[:-1])
     # Beside the entry the question names, the other entries of its table are about other settings or
     # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it.
     pool = [u for u in scored if u is not lead]
@@ -175,20 +180,23 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         if below and not layout:
             break  # the best remaining unit is too far below the lead: so is every other one
         pool.remove(unit)
-        if below:
-            continue
+        if below or _among(unit, chosen):
+            continue  # too far below its part's best; or a setting's entry already shown for its continuation
         if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE for other in chosen):
             continue
         new_terms = unit.terms - seen_terms
         if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
             continue  # adds no fact the answer does not already state
-        cost = unit.size - _shared_lead_in(unit, chosen)
-        if chars + cost > shape.max_chars:
+        entry = _missing_entry(unit, chosen, by_place)
+        cost = unit.size - _shared_lead_in(unit, chosen) + (entry.size if entry else 0)
+        if chars + cost > shape.max_chars or (entry and len(chosen) + 2 > limit):
             continue
+        if entry is not None:
+            chosen.append(dataclasses.replace(entry, bucket=unit.bucket))
+            seen_terms |= entry.terms
         chosen.append(unit)
         seen_terms |= unit.terms
         chars += cost
-    by_place = {(u.candidate_index, u.unit.position): u for u in scored}
     chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars)
     chosen, budget = _with_what_they_follow(chosen, by_place, budget)
     chosen, budget = _with_whole_lists(chosen, scored, budget)
@@ -221,15 +229,33 @@ def _with_their_entries(
     for unit in chosen:
         continued = unit.entry >= 0 and unit.entry != unit.unit.position
         entry = by_place.get((unit.candidate_index, unit.entry)) if continued else None
-        if entry is not None and not any(entry is other for other in shown):
-            if any(entry is other for other in chosen):
-                shown.append(entry)
+        if entry is not None and not _among(entry, shown):
+            in_chosen = next((other for other in chosen if _place(other) == _place(entry)), None)
+            if in_chosen is not None:
+                shown.append(in_chosen)
             elif entry.size <= budget:
                 shown.append(dataclasses.replace(entry, bucket=unit.bucket))
                 budget -= entry.size
-        if not any(unit is other for other in shown):
+        if not _among(unit, shown):
             shown.append(unit)
     return shown, budget
+
+
+def _place(unit: _Scored) -> tuple[int, int]:
+    """Where a unit stands: its passage's rank and its position there (a copy in another part keeps it)."""
+    return unit.candidate_index, unit.unit.position
+
+
+def _among(unit: _Scored, units: list[_Scored]) -> bool:
+    return any(_place(unit) == _place(other) for other in units)
+
+
+def _missing_entry(unit: _Scored, chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
+    """The setting entry `unit` continues, when the answer does not show it yet."""
+    if unit.entry < 0 or unit.entry == unit.unit.position:
+        return None
+    entry = by_place.get((unit.candidate_index, unit.entry))
+    return entry if entry is not None and not _among(entry, chosen) else None
 
 
 def _with_what_they_follow(

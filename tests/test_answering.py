@@ -397,6 +397,24 @@ def test_a_continuing_sentence_without_room_for_its_entry_is_named_by_it():
     assert _units(draft.text) == ["`buffer.memory`: " + BUFFER_MORE]
 
 
+def test_a_continuing_sentence_pays_for_its_entry_before_later_units_fill_the_answer():
+    # "`commit.interval.ms`: For exactly-once processing, it means …" was shown without the entry's default
+    # because a lower unit, chosen after it, had used the room the entry needed.
+    axes = _Axes()
+    lead = candidate(axes, "lead", "The producer buffers records before it sends them.", [0.95])
+    entry = candidate(axes, "buffer", BUFFER, [0.1, 0.9], heading="buffer.memory")
+    later = candidate(axes, "later", "Records wait in the buffer " + "while the batch fills up " * 7 + "here.", [0.8])
+    question = "the producer blocks when its memory is full"
+    draft = extract_answer(ranked([lead, entry, later], question), shape(max_units_fact=3, max_chars=420))
+    _check(draft)
+    units = _units(draft.text)
+    assert units[1].startswith(BUFFER_ENTRY), draft.text
+    assert "Default: 33554432" in units[1]
+    assert units[2] == BUFFER_MORE.replace("[1]", "[2]")
+    assert "Records wait in the buffer" not in draft.text  # no room left for it beside the entry
+    assert len(draft.text) <= 420
+
+
 LEANING = (
     "An idempotent producer that restarts gets a new producer id. "
     "However, the pair of producer id and sequence number stays unique, so brokers drop duplicate writes. "
