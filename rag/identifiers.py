@@ -19,7 +19,8 @@ _CODE_ROW = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+ \| (-?\d{1,4}) \|", re.M
 # Dot-separated parts; `_` and `-` only inside parts, so no two quantifiers compete (no backtracking blow-up).
 # A sentence may end right after a key ("… set min.insync.replicas."): a dot counts only before more name.
 _CONFIG_KEY = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w(/$]|\.[\w(/$])")
-_TICKET = re.compile(r"\b(KIP|KAFKA)-(\d+)\b", re.I)
+# Not a host: `kafka-1:9092`, `kafka-1.internal`.
+_TICKET = re.compile(r"\b(KIP|KAFKA)-(\d+)\b(?![-:]|\.\w)", re.I)
 _CLI_TOOL = re.compile(r"\b((?:kafka|zookeeper|connect)-[a-z-]+[a-z])(?:\.sh|\.bat)?\b")
 _METHOD = re.compile(r"\b([a-z]+[A-Z][A-Za-z]+)\(\)")
 

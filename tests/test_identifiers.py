@@ -42,6 +42,8 @@ Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Produce
         ("min.insync.replicas. With acks=all it fails", {"min.insync.replicas"}),  # a key ending a sentence
         ("raise linger.ms.", {"linger.ms"}),
         ("KIP-932, kip-447 and KAFKA-12345", {"kip-932", "kip-447", "kafka-12345"}),
+        ("see KAFKA-13598. Then retry", {"kafka-13598"}),
+        ("brokers kafka-1:9092 and kafka-2:9092", set()),  # hosts, not JIRA tickets
         ("run kafka-share-groups.sh --describe", {"kafka-share-groups"}),
         ("bin/kafka-consumer-groups.sh and kafka-topics.bat", {"kafka-consumer-groups", "kafka-topics"}),
         ("call initTransactions() then commitTransaction()", {"inittransactions", "committransaction"}),
