@@ -55,6 +55,8 @@ _COMMAND_LINE = re.compile(
     r"^\s*(?:[$>#%]\s+|(?:\./|bin/|/\S+/)?[\w.-]+\.(?:sh|bat|cmd)\b|(?:sudo\s+)?(?:curl|docker|kubectl|java)\s)"
 )
 _FLAGS = re.compile(r"(?:^|\s)--?[a-z][\w-]*")
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+_PROSE_AROUND = re.compile(r"\b[A-Za-z]{2,}\b(?:\W+\b[A-Za-z]{2,}\b){3}")  # four words in a row
 # The value a command line gives a flag: `--group billing`, `--topic=invoices`.
 _FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 # A name the user quotes in their own words, one word in '…' or "…": their topic, group or host
@@ -116,7 +118,10 @@ def line_place(line: str) -> str:
     if _FRAME.match(line):
         return "frame"
     head = line[:MAX_LINE_CHARS]
-    if _COMMAND_LINE.match(head) or (len(_FLAGS.findall(head)) >= 2 and not _ERROR_CALL.search(head)):
+    # A sentence that quotes a command in backticks ("Is it `kafka-get-offsets.sh --topic x --time -1`?")
+    # asks about that command: only its words outside the quotes decide whether it is a command line.
+    words = _INLINE_CODE.sub(" ", head) if _PROSE_AROUND.search(_INLINE_CODE.sub(" ", head)) else head
+    if _COMMAND_LINE.match(head) or (len(_FLAGS.findall(words)) >= 2 and not _ERROR_CALL.search(head)):
         return "command"
     if _LOG_SHAPE.search(head) or _ERROR_MESSAGE.match(head):
         return "error"

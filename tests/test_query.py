@@ -294,6 +294,9 @@ METADATA_WARN = (
         ("Caused by: java.lang.IllegalStateException: no", "error"),
         ("why does my producer keep failing?", "question"),
         ("what is the default value of acks?", "question"),
+        # a sentence that quotes a command asks about it; a command line in backticks is still one
+        ("Is it `kafka-get-offsets.sh --topic orders --time -1`, and what does `--time -2` return?", "question"),
+        ("`kafka-topics.sh --create --topic t --partitions 3`", "command"),
     ],
 )
 def test_line_place(line, place):
