@@ -21,7 +21,12 @@ _CODE_ROW = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+ \| (-?\d{1,4}) \|", re.M
 _CONFIG_KEY = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w(/$]|\.[\w(/$])")
 # Not a host: `kafka-1:9092`, `kafka-1.internal`.
 _TICKET = re.compile(r"\b(KIP|KAFKA)-(\d+)\b(?![-:]|\.\w)", re.I)
-_CLI_TOOL = re.compile(r"\b((?:kafka|zookeeper|connect)-[a-z-]+[a-z])(?:\.sh|\.bat)?\b")
+# With its script suffix (`bin/kafka-topics.sh`), or bare as a whole word that no path goes on from
+# (`/var/kafka-logs/orders-0` is a directory) and no host name (`kafka-prod-03:9092`).
+_CLI_TOOL = re.compile(
+    r"\b((?:kafka|zookeeper|connect)-[a-z-]+[a-z])\.(?:sh|bat)\b"
+    r"|(?<![\w.-])((?:kafka|zookeeper|connect)-[a-z-]+[a-z])(?![\w/-]|\.\w)"
+)
 _METHOD = re.compile(r"\b([a-z]+[A-Z][A-Za-z]+)\(\)")
 
 # Dotted words that look like config keys but are file names, hosts, packages or abbreviations.
@@ -93,7 +98,7 @@ def extract_identifiers(text: str) -> tuple[str, ...]:
     found.update(f"code:{int(m.group(1))}" for m in _CODE_DEFINITION.finditer(text))
     found.update(f"code:{int(m.group(1))}" for m in _CODE_ROW.finditer(text))
     found.update(f"{m.group(1).lower()}-{m.group(2)}" for m in _TICKET.finditer(text))
-    found.update(m.group(1).lower() for m in _CLI_TOOL.finditer(text))
+    found.update((m.group(1) or m.group(2)).lower() for m in _CLI_TOOL.finditer(text))
     found.update(m.group(1).lower() for m in _METHOD.finditer(text))
     found.update(key for key in (m.group(0).lower() for m in _CONFIG_KEY.finditer(text)) if _is_config_key(key))
     return tuple(sorted(found))

@@ -46,6 +46,8 @@ Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Produce
         ("brokers kafka-1:9092 and kafka-2:9092", set()),  # hosts, not JIRA tickets
         ("run kafka-share-groups.sh --describe", {"kafka-share-groups"}),
         ("bin/kafka-consumer-groups.sh and kafka-topics.bat", {"kafka-consumer-groups", "kafka-topics"}),
+        ("$ bin/kafka-streams-application-reset --help", {"kafka-streams-application-reset"}),
+        ("ls /var/kafka-logs/orders-0 on kafka-prod-03:9092", set()),  # a directory and a host, not tools
         ("call initTransactions() then commitTransaction()", {"inittransactions", "committransaction"}),
         (
             "INVALID_RECORD_STATE | 121 | False | The record state is invalid. The acknowledgement of delivery "
