@@ -162,6 +162,11 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     pool = [u for u in scored if u is not lead]
     if _asked_about(lead.unit, query):
         pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
+    subject = _subject_names(lead, ranked.candidates)
+    if query.intent == "fact" and query.focus_identifiers and query.focus_identifiers <= subject:
+        # A fact about the one thing the lead's heading or line names: other passages add to it only when
+        # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121).
+        pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
     while pool and len(chosen) < limit:
         # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
         # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
@@ -239,6 +244,16 @@ def _with_their_entries(
         if not _among(unit, shown):
             shown.append(unit)
     return shown, budget
+
+
+def _subject_names(lead: _Scored, candidates: tuple[Candidate, ...]) -> frozenset[str]:
+    """The identifiers the lead's heading path and the lead itself give (a row's name and its code)."""
+    passage = candidates[lead.candidate_index].passage
+    return frozenset(extract_identifiers(" ".join((*passage.section_path, lead.unit.text))))
+
+
+def _carries(unit: _Scored, names: frozenset[str], ranked: Ranked) -> bool:
+    return bool(names & set(ranked.candidates[unit.candidate_index].passage.identifiers))
 
 
 def _place(unit: _Scored) -> tuple[int, int]:

@@ -415,6 +415,39 @@ def test_a_continuing_sentence_pays_for_its_entry_before_later_units_fill_the_an
     assert len(draft.text) <= 420
 
 
+RECORD_STATE = "The record state is invalid. The acknowledgement of delivery could not be completed."
+
+
+def _about(candidate_, section_path: tuple[str, ...], *identifiers: str):
+    """The candidate with the heading path and the identifiers its chunk carries."""
+    passage = dataclasses.replace(candidate_.passage, section_path=section_path, identifiers=identifiers)
+    return dataclasses.replace(candidate_, passage=passage)
+
+
+@pytest.mark.parametrize(
+    ("question", "other_shown"),
+    [
+        ("what does kafka error code 121 mean?", False),
+        # the question names more than the lead's subject: other passages may answer the rest
+        ("what does error code 121 mean when max.poll.interval.ms is exceeded?", True),
+    ],
+)
+def test_a_fact_about_the_leads_subject_takes_other_passages_only_when_they_carry_its_names(question, other_shown):
+    # "what does kafka error code 121 mean?" was answered by the record's first line and then four generic
+    # sentences about other errors from other passages ("This error means that the timestamp extractor …").
+    axes = _Axes()
+    record = candidate(axes, "record", RECORD_STATE, [0.6, 0.5])
+    record = _about(record, ("Kafka Error INVALID_RECORD_STATE", "Error code 121"), "code:121", "invalid_record_state")
+    other = candidate(axes, "other", "This error means that the timestamp extractor failed on a record.", [0.9])
+    causes = candidate(axes, "causes", "A consumer acknowledged a record that another consumer released.", [0.4])
+    causes = _about(causes, ("Kafka Error INVALID_RECORD_STATE", "Common Causes"), "invalid_record_state")
+    draft = extract_answer(ranked([record, other, causes], question), shape(max_units_fact=4))
+    _check(draft)
+    assert draft.text.startswith("The record state is invalid. [1]")
+    assert "acknowledged a record that another consumer released" in draft.text  # carries INVALID_RECORD_STATE
+    assert ("timestamp extractor" in draft.text) is other_shown, draft.text
+
+
 LEANING = (
     "An idempotent producer that restarts gets a new producer id. "
     "However, the pair of producer id and sequence number stays unique, so brokers drop duplicate writes. "
