@@ -64,7 +64,8 @@ _LOG_LINE = re.compile(
 )
 _CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.sh\s)")
 _INLINE_CODE = re.compile(r"(`+[^`\n]+?`+)")
-_DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(?![`\w(])")
+# A key with the value the text gives it (`acks=all`) is one code span.
+_DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(=[\w.\-\"']*[\w\"'])?(?![`\w(=])")
 _SHORT_CELL_CHARS = 40  # a row cell this short (and not a sentence) is shown as "Label: value"
 
 
@@ -781,7 +782,7 @@ def format_sentence(text: str) -> str:
 
 
 def _code_if_identifier(match: re.Match[str]) -> str:
-    return f"`{match.group(1)}`" if extract_identifiers(match.group(1)) else match.group(1)
+    return f"`{match.group(0)}`" if extract_identifiers(match.group(1)) else match.group(0)
 
 
 def _fenced(code: str) -> str:

@@ -465,6 +465,12 @@ def test_render_sentence_puts_keys_in_code_and_the_marker_at_the_end():
     assert render_unit(unit, 2) == "Raise `max.poll.interval.ms` when processing is slow. [2]"
 
 
+def test_render_keeps_a_key_and_the_value_the_text_gives_it_in_one_code_span():
+    # "`num.acks`=0" split what the user would copy
+    (unit,) = build_units("This happens when the clients use num.acks=0, or set linger.ms to 5.")
+    assert render_unit(unit, 1) == "This happens when the clients use `num.acks=0`, or set `linger.ms` to 5. [1]"
+
+
 def test_render_leaves_inline_code_whole():
     (unit,) = build_units("Bump it by running `bin/kafka-features.sh upgrade --metadata 3.9` once linger.ms is set.")
     assert render_unit(unit, 1) == (
