@@ -60,33 +60,14 @@ _NOT_CONFIG_SUFFIX = {
     "pdf",
     "png",
     "local",
+    "pem",
+    "jks",
+    "crt",
+    "p12",
 }
 # Template placeholders in the Kafka docs, not error codes.
 _NOT_UPPER_SNAKE = {"scala_version", "kafka_version", "full_dot_version"}
 _NOT_CONFIG_PREFIX = ("org.", "com.", "java.", "javax.", "io.", "kafka.common", "e.g", "i.e", "www.", "etc.")
-_CONFIG_WORDS = {
-    "ms",
-    "bytes",
-    "size",
-    "enable",
-    "max",
-    "min",
-    "timeout",
-    "interval",
-    "level",
-    "id",
-    "factor",
-    "records",
-    "count",
-    "type",
-    "mode",
-    "class",
-    "dir",
-    "dirs",
-    "policy",
-    "ratio",
-    "retries",
-}
 
 
 def extract_identifiers(text: str) -> tuple[str, ...]:
@@ -123,8 +104,16 @@ def _is_config_key(candidate: str) -> bool:
         return False
     if any(not part or part.isdigit() or part[0] in "_-" or part[-1] in "_-" for part in parts):
         return False
-    # Two-part keys are common English abbreviations too ("e.g", "vs.x"); ask for a config-ish word.
-    return len(parts) >= 3 or any(part in _CONFIG_WORDS or "-" in part or "_" in part for part in parts)
+    # Abbreviations have a one-letter part ("e.g", "p.m"). A plain two-part word may still be a package or
+    # a variable (`kafka.streams`, `this.context`): whether a question's one names a key is for retrieval
+    # to look up in the corpus (`is_plain_two_part`).
+    return len(parts) >= 3 or all(len(part) > 1 for part in parts)
+
+
+def is_plain_two_part(identifier: str) -> bool:
+    """`buffer.memory`, `kafka.streams`: two dotted words, which only the corpus can tell a key or not."""
+    parts = identifier.split(".")
+    return len(parts) == 2 and not any("-" in part or "_" in part for part in parts)
 
 
 _ROW_HEAD = re.compile(r"^[^|\n]{1,80} \| (?:[^|\n]{1,16} \|)?", re.M)

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
+from rag.identifiers import is_plain_two_part
 from rag.index_store import LoadedIndex
 from rag.lexical import bm25_scores, document_frequency, rows_holding, tokenize
 from rag.passages import Passage
@@ -143,6 +144,11 @@ class Retriever:
             raise RetrievalError(f"Unknown retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
+        # Two-part dotted words no chunk carries are no key of this corpus; those the question is about still
+        # count as unknown to it ("`default.goals`" of another product).
+        unknown_keys = self._unknown_keys(query)
+        if unknown_keys:
+            query = dataclasses.replace(query, identifiers=tuple(i for i in query.identifiers if i not in unknown_keys))
         errors = self._carried_errors(query)
         if errors:  # searched and matched like the identifiers the user wrote, in the same place
             named = tuple(dataclasses.replace(i, name=name) for i, name in errors.items())
@@ -178,7 +184,8 @@ class Retriever:
             mode, dense_order, lexical_order, identifier_order, dense_of, unit_order, lexical, stage
         )
         order = sorted(first, key=lambda row: (-first[row], row))
-        evidence = self._query_evidence(query, errors)
+        unknown_asked = sum(i.focus and i.name not in query.own_terms for i in unknown_keys)  # not their 'my.topic'
+        evidence = self._query_evidence(query, errors, unknown_asked)
         matched_terms = self._matched_terms(rows, evidence.term_weights)
         features = self._features(
             query, mode, order, records, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
@@ -200,6 +207,13 @@ class Retriever:
         )
         timings["features"] = elapsed_ms(started)
         return CandidatePool(query, mode, candidates, evidence, timings)
+
+    def _unknown_keys(self, query: Query) -> frozenset[QueryIdentifier]:
+        """The question's two-part dotted words that no chunk carries: `buffer.memory` is a key where the
+        corpus names it; "node.js" or `default.goals` is none of this corpus's."""
+        return frozenset(
+            i for i in query.identifiers if is_plain_two_part(i.name) and not self._identifier_lookup.carried(i.name)
+        )
 
     def _carried_errors(self, query: Query) -> dict[QueryIdentifier, str]:
         """The error names of the query's exception classes that this corpus carries, each with the
@@ -366,7 +380,7 @@ class Retriever:
     def _document_frequency(self, token: str) -> int:
         return document_frequency(self.index.bm25, token)
 
-    def _query_evidence(self, query: Query, errors: dict[QueryIdentifier, str]) -> QueryEvidence:
+    def _query_evidence(self, query: Query, errors: dict[QueryIdentifier, str], unknown_keys: int) -> QueryEvidence:
         total = self.size or 1
         frequency = {t: self._document_frequency(t) for t in dict.fromkeys(query.tokens)}
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
@@ -384,8 +398,9 @@ class Retriever:
             unknown_term_share=unknown,
             names=len(query.names) + len(openers),
             unknown_names=tuple(names + openers),
-            focus_identifiers=len(focus),
-            unknown_focus_identifiers=sum(
+            focus_identifiers=len(focus) + unknown_keys,
+            unknown_focus_identifiers=unknown_keys
+            + sum(
                 1
                 for i in focus
                 if not self._identifier_lookup.carried(i) and i not in stands_for and i not in query.own_terms

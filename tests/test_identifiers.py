@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.identifiers import error_names, extract_identifiers
+from rag.identifiers import error_names, extract_identifiers, is_plain_two_part
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,6 +45,9 @@ Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Produce
         ("see KAFKA-13598. Then retry", {"kafka-13598"}),
         ("brokers kafka-1:9092 and kafka-2:9092", set()),  # hosts, not JIRA tickets
         ("run kafka-share-groups.sh --describe", {"kafka-share-groups"}),
+        # two dotted words: a key's shape without a word list; abbreviations and files are not
+        ("set buffer.memory and bootstrap.servers", {"buffer.memory", "bootstrap.servers"}),
+        ("e.g. at 3 p.m. with cakey.pem and truststore.jks", set()),
         ("bin/kafka-consumer-groups.sh and kafka-topics.bat", {"kafka-consumer-groups", "kafka-topics"}),
         ("$ bin/kafka-streams-application-reset --help", {"kafka-streams-application-reset"}),
         ("ls /var/kafka-logs/orders-0 on kafka-prod-03:9092", set()),  # a directory and a host, not tools
@@ -166,3 +169,12 @@ def test_no_catastrophic_backtracking_on_200_kb(expression):
 )
 def test_error_names_of_exception_classes(text, expected):
     assert error_names(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("identifier", "plain"),
+    [("buffer.memory", True), ("kafka.streams", True), ("linger.ms", True), ("max.poll.records", False),
+     ("dc-1.orders", False), ("code:121", False), ("kip-500", False)],
+)  # fmt: skip
+def test_plain_two_part_words_are_the_ones_only_the_corpus_can_tell(identifier, plain):
+    assert is_plain_two_part(identifier) is plain

@@ -292,3 +292,13 @@ def test_retrieval_is_deterministic(retriever, stage):
     assert [(c.passage.chunk_id, c.features) for c in first.candidates] == [
         (c.passage.chunk_id, c.features) for c in second.candidates
     ]
+
+
+def test_a_two_part_key_counts_where_the_corpus_carries_it(retriever, stage):
+    """Two dotted words are a key when the corpus names them (`processing.guarantee`); "frob.wizzle" is no
+    key of this corpus: not searched as one, but still something the question asks about that it lacks."""
+    pool = retriever.retrieve(parse_query("does frob.wizzle change processing.guarantee?"), 5, "hybrid", stage)
+    assert pool.query.focus_identifiers == {"processing.guarantee"}
+    assert pool.evidence.focus_identifiers == 2 and pool.evidence.unknown_focus_identifiers == 1
+    quoted = retriever.retrieve(parse_query("does 'frob.wizzle' change processing.guarantee?"), 5, "hybrid", stage)
+    assert quoted.evidence.unknown_focus_identifiers == 0  # the user's own name, quoted
