@@ -21,6 +21,7 @@ TAGS = {
     # question kinds
     "error-code", "exception", "stack-trace", "log-line", "config", "default", "symptom", "how-to",
     "comparison", "follow-up", "unanswerable", "off-topic", "other-product", "not-covered",
+    "pasted-error", "client-api", "cloud-service",
 }  # fmt: skip
 
 
