@@ -145,7 +145,7 @@ class Retriever:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         # Two-part dotted words no chunk carries are no key of this corpus; those the question is about still
-        # count as unknown to it ("`default.goals`" of another product).
+        # count as unknown to it when they look like keys of its kind ("`default.goals`" of another product).
         unknown_keys = self._unknown_keys(query)
         if unknown_keys:
             query = dataclasses.replace(query, identifiers=tuple(i for i in query.identifiers if i not in unknown_keys))
@@ -184,7 +184,10 @@ class Retriever:
             mode, dense_order, lexical_order, identifier_order, dense_of, unit_order, lexical, stage
         )
         order = sorted(first, key=lambda row: (-first[row], row))
-        unknown_asked = sum(i.focus and i.name not in query.own_terms for i in unknown_keys)  # not their 'my.topic'
+        unknown_asked = sum(
+            i.focus and i.name not in query.own_terms and self._identifier_lookup.shares_a_key_part(i.name)
+            for i in unknown_keys
+        )  # not the user's quoted 'my.topic', nor their `dc1.orders`
         evidence = self._query_evidence(query, errors, unknown_asked)
         matched_terms = self._matched_terms(rows, evidence.term_weights)
         features = self._features(
@@ -437,6 +440,7 @@ class _IdentifierLookup:
         self._code = {name: code for code, name in enumerate(encoded.dictionary.to_pylist())}
         self._names = sorted(self._code)
         self._chunks = max(len(lists), 1)
+        self._key_parts = frozenset(part for name in self._names if "." in name for part in name.split("."))
 
     def rows(self, identifier: str) -> np.ndarray:
         code = self._code.get(identifier)
@@ -444,6 +448,11 @@ class _IdentifierLookup:
 
     def carried(self, identifier: str) -> bool:
         return identifier in self._code
+
+    def shares_a_key_part(self, dotted: str) -> bool:
+        """A part of `dotted` is a part of a dotted name the corpus carries (`default` of `default.goals`,
+        as in `default.replication.factor`); "dc1.orders", a topic's name, has none."""
+        return any(part in self._key_parts for part in dotted.split("."))
 
     def error_name(self, name: str) -> str | None:
         """The carried error name an exception class's `name` stands for: itself, or the one name with one

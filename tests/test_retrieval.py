@@ -295,10 +295,12 @@ def test_retrieval_is_deterministic(retriever, stage):
 
 
 def test_a_two_part_key_counts_where_the_corpus_carries_it(retriever, stage):
-    """Two dotted words are a key when the corpus names them (`processing.guarantee`); "frob.wizzle" is no
-    key of this corpus: not searched as one, but still something the question asks about that it lacks."""
-    pool = retriever.retrieve(parse_query("does frob.wizzle change processing.guarantee?"), 5, "hybrid", stage)
+    """Two dotted words are a key when the corpus names them (`processing.guarantee`). "isolation.mode" is
+    no key of this corpus: not searched as one, but, shaped like its keys (`isolation.level`), still something
+    the question asks about that it lacks. A topic's name ("dc7.payments") or a quoted name is neither."""
+    pool = retriever.retrieve(parse_query("does isolation.mode change processing.guarantee?"), 5, "hybrid", stage)
     assert pool.query.focus_identifiers == {"processing.guarantee"}
     assert pool.evidence.focus_identifiers == 2 and pool.evidence.unknown_focus_identifiers == 1
-    quoted = retriever.retrieve(parse_query("does 'frob.wizzle' change processing.guarantee?"), 5, "hybrid", stage)
-    assert quoted.evidence.unknown_focus_identifiers == 0  # the user's own name, quoted
+    for question in ("does dc7.payments change processing.guarantee?", "does 'isolation.mode' change it?"):
+        evidence = retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence
+        assert evidence.unknown_focus_identifiers == 0, question
