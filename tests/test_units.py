@@ -471,6 +471,13 @@ def test_render_keeps_a_key_and_the_value_the_text_gives_it_in_one_code_span():
     assert render_unit(unit, 1) == "This happens when the clients use `num.acks=0`, or set `linger.ms` to 5. [1]"
 
 
+def test_render_leaves_a_dotted_name_that_goes_on_after_a_colon_as_it_is():
+    (unit,) = build_units("Mbean name: kafka.connect:type=connector-task-metrics, see offset.flush.timeout.ms.")
+    assert render_unit(unit, 1) == (
+        "Mbean name: kafka.connect:type=connector-task-metrics, see `offset.flush.timeout.ms`. [1]"
+    )
+
+
 def test_render_leaves_inline_code_whole():
     (unit,) = build_units("Bump it by running `bin/kafka-features.sh upgrade --metadata 3.9` once linger.ms is set.")
     assert render_unit(unit, 1) == (
