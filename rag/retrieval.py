@@ -383,7 +383,11 @@ class Retriever:
     def _document_frequency(self, token: str) -> int:
         return document_frequency(self.index.bm25, token)
 
-    def _query_evidence(self, query: Query, errors: dict[QueryIdentifier, str], unknown_keys: int) -> QueryEvidence:
+    def _query_evidence(
+        self, query: Query, errors: dict[QueryIdentifier, str], unknown_keys_asked: int
+    ) -> QueryEvidence:
+        """What the corpus says about the question's words; `unknown_keys_asked` counts the key-shaped
+        words it asks about that no chunk carries (`_unknown_keys`, dropped from its identifiers)."""
         total = self.size or 1
         frequency = {t: self._document_frequency(t) for t in dict.fromkeys(query.tokens)}
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
@@ -401,8 +405,8 @@ class Retriever:
             unknown_term_share=unknown,
             names=len(query.names) + len(openers),
             unknown_names=tuple(names + openers),
-            focus_identifiers=len(focus) + unknown_keys,
-            unknown_focus_identifiers=unknown_keys
+            focus_identifiers=len(focus) + unknown_keys_asked,
+            unknown_focus_identifiers=unknown_keys_asked
             + sum(
                 1
                 for i in focus
