@@ -22,7 +22,7 @@ from rag.identifiers import extract_identifiers
 from rag.units import inside_fence
 
 CHUNKER_NAME = "structure-aware"
-CHUNKER_VERSION = 7
+CHUNKER_VERSION = 8  # chunks carry their identifiers: a new extractor (8: two-part keys) means a full rebuild
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
 
