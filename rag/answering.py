@@ -162,8 +162,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     pool = [u for u in scored if u is not lead]
     if _asked_about(lead.unit, query):
         pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
-    subject = _subject_names(lead, ranked.candidates)
-    if query.intent == "fact" and query.focus_identifiers and query.focus_identifiers <= subject:
+    focus = query.focus_identifiers
+    if query.intent == "fact" and focus and focus <= (subject := _subject_names(lead, ranked.candidates)):
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
         # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121).
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
