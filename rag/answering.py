@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -232,8 +233,7 @@ def _with_their_entries(
     Returns the units and the budget left."""
     shown: list[_Scored] = []
     for unit in chosen:
-        continued = unit.entry >= 0 and unit.entry != unit.unit.position
-        entry = by_place.get((unit.candidate_index, unit.entry)) if continued else None
+        entry = _entry_of(unit, by_place)
         if entry is not None and not _among(entry, shown):
             in_chosen = next((other for other in chosen if _place(other) == _place(entry)), None)
             if in_chosen is not None:
@@ -261,15 +261,20 @@ def _place(unit: _Scored) -> tuple[int, int]:
     return unit.candidate_index, unit.unit.position
 
 
-def _among(unit: _Scored, units: list[_Scored]) -> bool:
+def _among(unit: _Scored, units: Sequence[_Scored]) -> bool:
+    """`unit`, or a copy of it placed in another part of the answer, is among `units`."""
     return any(_place(unit) == _place(other) for other in units)
+
+
+def _entry_of(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
+    """The setting entry `unit` continues; None for the entry itself and for a unit of no entry."""
+    continued = unit.entry >= 0 and unit.entry != unit.unit.position
+    return by_place.get((unit.candidate_index, unit.entry)) if continued else None
 
 
 def _missing_entry(unit: _Scored, chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
     """The setting entry `unit` continues, when the answer does not show it yet."""
-    if unit.entry < 0 or unit.entry == unit.unit.position:
-        return None
-    entry = by_place.get((unit.candidate_index, unit.entry))
+    entry = _entry_of(unit, by_place)
     return entry if entry is not None and not _among(entry, chosen) else None
 
 
@@ -290,7 +295,7 @@ def _with_what_they_follow(
 
 
 def _fits_before(before: _Scored, shown: tuple[_Scored, ...], budget: int) -> bool:
-    return before.unit.kind == "sentence" and before.size <= budget and not any(before is u for u in shown)
+    return before.unit.kind == "sentence" and before.size <= budget and not _among(before, shown)
 
 
 def _list_key(unit: _Scored) -> tuple[int, int] | None:
