@@ -62,6 +62,11 @@ _FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 # A name the user quotes in their own words, one word in '…' or "…": their topic, group or host
 # ("Topic 'some_topic' shows up as 'cluster1.some_topic'"), not a word the corpus should know.
 _QUOTED_NAME = re.compile(r"(?<![\w'\"])['\"]([^'\"\s]{2,80})['\"](?![\w'\"])")
+# A message the user quotes or pastes: several words in "…", '…' or `…`, or what follows an exception's
+# or error's name on its line ("…Exception: The coordinator is not aware of this member.").
+_QUOTED_MESSAGE = re.compile(r"\"([^\"\n]{12,300})\"|`([^`\n]{12,300})`|(?<!\w)'([^'\n]{12,300})'(?!\w)")
+_PRINTED_MESSAGE = re.compile(r"(?:Exception|Error)\b:\s*(.{12,300})")
+MIN_MESSAGE_WORDS = 4  # "Not authorized" or a quoted key is no message
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
 )
@@ -103,6 +108,9 @@ class Query:
     # Words the user's pasted command lines give as flag values, and one-word names they quote in their own
     # words (their group, topic, host): their own resources, never a sign that the corpus lacks the topic.
     own_terms: frozenset[str] = frozenset()
+    # The messages the user quotes or pastes, as `message_words` spells them: a reference row that says
+    # the same words ("The coordinator is not aware of this member.") is the one they ask about.
+    messages: tuple[str, ...] = ()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -141,6 +149,7 @@ def parse_query(
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
     own_words: list[str] = []
     own_terms: set[str] = set()
+    messages: list[str] = []
     context_lines = 0
     for line in text[:400_000].split("\n"):
         if not line.strip():
@@ -150,6 +159,7 @@ def parse_query(
             context_lines += 1
         else:
             prose_lines.append(line)
+        messages.extend(_messages(line[:MAX_LINE_CHARS], place))
         if place == "question":
             own_words.append(line)
             own_terms.update(t for value in _QUOTED_NAME.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
@@ -184,7 +194,21 @@ def parse_query(
         opening_names=tuple(dict.fromkeys(openers)),
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
         own_terms=frozenset(own_terms),
+        messages=tuple(dict.fromkeys(messages)),
     )
+
+
+def message_words(text: str) -> str:
+    """`text` as its lower-cased words joined by single spaces: how messages are compared."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _messages(line: str, place: str) -> list[str]:
+    """The messages a line quotes (in the user's words) or prints (an error line), as `message_words`."""
+    found = [next(g for g in m.groups() if g) for m in _QUOTED_MESSAGE.finditer(line)] if place == "question" else []
+    if place in FOCUS_PLACES:
+        found += _PRINTED_MESSAGE.findall(line)
+    return [words for words in map(message_words, found) if len(words.split()) >= MIN_MESSAGE_WORDS]
 
 
 # A name as people write one: capitalised inside the sentence, CamelCase (also with a lower-case

@@ -89,6 +89,12 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
     assert "UNKNOWN_TOPIC_OR_PARTITION" in answer.text or "topic-partition" in answer.text, shown(answer)
 
 
+def test_a_quoted_error_message_leads_with_the_row_that_says_it(docs):
+    answer = docs.ask('my consumer keeps getting "The coordinator is not aware of this member" and rebalances')
+    assert not answer.abstained, shown(answer)
+    assert answer.text.startswith("`UNKNOWN_MEMBER_ID` (Code: 25"), shown(answer)
+
+
 def test_sasl_mechanisms_are_listed_with_their_lead_in(docs):
     answer = docs.ask("Which SASL mechanisms does Kafka support?")
     assert not answer.abstained, shown(answer)

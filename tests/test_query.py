@@ -385,6 +385,30 @@ def test_a_name_quoted_in_the_users_words_is_their_own_term():
     assert parse_query("why can't the consumer's group 'rebalance quickly'?").own_terms == frozenset()  # not one word
 
 
+@pytest.mark.parametrize(
+    ("question", "messages"),
+    [
+        (
+            'consumer logs "The coordinator is not aware of this member." on every poll',
+            ("the coordinator is not aware of this member",),
+        ),
+        (
+            "org.apache.kafka.common.errors.TimeoutException: Topic orders not present in metadata after 60000 ms.",
+            ("topic orders not present in metadata after 60000 ms",),
+        ),
+        ("it says `Broker may not be available` and retries", ("broker may not be available",)),
+        ("Topic \"orders\" and the key 'user.id' are ours", ()),  # one-word names are no messages
+        ("$ kafka-topics.sh --create --topic x --config 'cleanup.policy=compact,delete now please'", ()),  # a command
+        (
+            "Caused by: org.apache.kafka.common.KafkaException: Failed to construct kafka producer",
+            ("failed to construct kafka producer",),
+        ),
+    ],
+)
+def test_quoted_and_printed_messages(question, messages):
+    assert parse_query(question).messages == messages
+
+
 def test_a_command_alone_is_searched_as_typed():
     """With nothing but a command line, the command is what the question is about: it stays in the text."""
     query = parse_query(PRODUCER_COMMAND)
