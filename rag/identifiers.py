@@ -7,6 +7,7 @@ Identifiers are returned lower-cased with a kind prefix only for numeric error c
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -96,6 +97,35 @@ def error_names(text: str) -> tuple[str, ...]:
         _WORD_BOUNDARY.sub("_", re.sub(r"(?:Exception|Error)$", "", m.group(1))) for m in _EXCEPTION.finditer(text)
     )
     return tuple(sorted({name.lower() for name in names if "_" in name}))
+
+
+_PHRASE_PIECE = re.compile(
+    r"[^\W_]+(?:[\w-]*[^\W_])?"
+)  # between spaces and punctuation: "Unknown", "in-sync", "read_committed"
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+MAX_PHRASE_WORDS = 6  # the longest error name spelt as words: "Not enough replicas after append"
+
+
+def phrase_names(text: str, limit: int) -> tuple[str, ...]:
+    """Every run of two to `MAX_PHRASE_WORDS` plain words of `text` spelt as an error name, lower-cased like
+    `extract_identifiers` (at most `limit`): clients that print errors in words ("Broker: Unknown Producer
+    Id") name `UNKNOWN_PRODUCER_ID`. Punctuation and other tokens (`in-sync`, `read_committed`) end a run.
+    Which of them the corpus carries is for retrieval to look up."""
+    runs: list[list[str]] = [[]]
+    for segment in re.split(r"[^\w\s-]", text):
+        for piece in _PHRASE_PIECE.findall(segment):
+            if _PLAIN_WORD.fullmatch(piece):
+                runs[-1].append(piece.lower())
+            elif runs[-1]:
+                runs.append([])
+        runs.append([])
+    names = (
+        "_".join(run[start : start + size])
+        for run in runs
+        for start in range(len(run))
+        for size in range(2, min(MAX_PHRASE_WORDS, len(run) - start) + 1)
+    )
+    return tuple(itertools.islice(dict.fromkeys(names), limit))
 
 
 def _is_config_key(candidate: str) -> bool:

@@ -19,10 +19,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rag.identifiers import error_names, extract_identifiers
+from rag.identifiers import error_names, extract_identifiers, phrase_names
 from rag.lexical import tokenize
 
 MAX_SIGNAL_CHARS = 1200
+MAX_PHRASES = 4000  # word runs looked up as error names, per question: a 200 KB paste stays cheap
 MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
 FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
 
@@ -104,6 +105,9 @@ class Query:
     # The error names the question's exception classes stand for, where each sits; retrieval adds to
     # `identifiers` the ones its corpus carries.
     error_names: tuple[QueryIdentifier, ...] = ()
+    # Runs of words of the error lines spelt as error names (`phrase_names`): retrieval adds those its corpus
+    # carries, whole ("Broker: Unknown topic or partition" is `UNKNOWN_TOPIC_OR_PARTITION`).
+    error_phrases: tuple[QueryIdentifier, ...] = ()
     opening_names: tuple[str, ...] = ()  # capitalised first words of its sentences: names only if the corpus lacks them
     # Words the user's pasted command lines give as flag values, and one-word names they quote in their own
     # words (their group, topic, host): their own resources, never a sign that the corpus lacks the topic.
@@ -150,6 +154,7 @@ def parse_query(
     own_words: list[str] = []
     own_terms: set[str] = set()
     messages: list[str] = []
+    phrases: dict[str, str] = {}
     context_lines = 0
     for line in text[:400_000].split("\n"):
         if not line.strip():
@@ -173,6 +178,9 @@ def parse_query(
         for name in error_names(line[:MAX_LINE_CHARS]):
             if name not in error_places or (place in FOCUS_PLACES and error_places[name] not in FOCUS_PLACES):
                 error_places[name] = place
+        if place == "error" and len(phrases) < MAX_PHRASES:
+            for name in phrase_names(line[:MAX_LINE_CHARS], MAX_PHRASES - len(phrases)):
+                phrases.setdefault(name, place)
     # A command line or stack frame is context for the error it raised: searched only when nothing else is there.
     searched = "\n".join(prose_lines) if prose_lines and context_lines else text
     reduced = reduce_to_signal(searched, max_chars)
@@ -193,6 +201,7 @@ def parse_query(
         names=tuple(dict.fromkeys(names)),
         opening_names=tuple(dict.fromkeys(openers)),
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
+        error_phrases=tuple(QueryIdentifier(n, p) for n, p in phrases.items() if n not in places),
         own_terms=frozenset(own_terms),
         messages=tuple(dict.fromkeys(messages)),
     )

@@ -223,7 +223,15 @@ class Retriever:
         corpus's spelling (an error table row names `NOT_ENOUGH_REPLICAS`, the user pastes
         `NotEnoughReplicasException`)."""
         named = {i: self._identifier_lookup.error_name(i.name) for i in query.error_names}
-        return {i: name for i, name in named.items() if name is not None}
+        carried = {i: name for i, name in named.items() if name is not None}
+        phrases = sorted(
+            (i for i in query.error_phrases if self._identifier_lookup.carried(i.name)), key=lambda i: -len(i.name)
+        )
+        kept: list[QueryIdentifier] = []
+        for phrase in phrases:  # the longest run only: "unknown topic or partition", not also "unknown topic"
+            if not any(f"_{phrase.name}_" in f"_{longer.name}_" for longer in kept):
+                kept.append(phrase)
+        return carried | {i: i.name for i in kept}
 
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.identifiers import error_names, extract_identifiers, is_plain_two_part
+from rag.identifiers import error_names, extract_identifiers, is_plain_two_part, phrase_names
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -178,3 +178,27 @@ def test_error_names_of_exception_classes(text, expected):
 )  # fmt: skip
 def test_plain_two_part_words_are_the_ones_only_the_corpus_can_tell(identifier, plain):
     assert is_plain_two_part(identifier) is plain
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Broker: Unknown Producer Id", ("unknown_producer", "unknown_producer_id", "producer_id")),
+        # punctuation and tokens that are no plain word end a run: no "broker_unknown", no "not_enough_replicas"
+        ("Broker: Not enough in-sync replicas", ("not_enough",)),
+        ("read_committed is on, 3 retries", ("is_on",)),
+        (
+            "one two three four five six seven",
+            (
+                "one_two",
+                "one_two_three",
+                "one_two_three_four",
+                "one_two_three_four_five",
+                "one_two_three_four_five_six",
+                "two_three",
+            ),
+        ),
+    ],
+)
+def test_runs_of_words_spelt_as_error_names(text, expected):
+    assert phrase_names(text, 6 if text.startswith("one") else 100) == expected

@@ -507,6 +507,17 @@ def test_exception_classes_bring_their_error_names_with_their_place():
     assert "invalid_replication_factor" not in {i.name for i in query.identifiers}  # retrieval adds it if known
 
 
+def test_runs_of_words_of_error_lines_only_are_error_phrases():
+    query = parse_query(
+        "our .NET producer fails now and then; we never join group twice\n"
+        "Confluent.Kafka.ProduceException: Broker: Unknown Producer Id"
+    )
+    phrases = {i.name: i.place for i in query.error_phrases}
+    assert phrases["unknown_producer_id"] == "error"
+    assert "join_group" not in phrases  # the user's own words are not an error's
+    assert "unknown_producer_id" not in {i.name for i in query.identifiers}  # retrieval adds it if known
+
+
 def test_rewrite_takes_the_previous_answers_subject_from_its_first_source():
     answer = "Set `min.insync.replicas` to 2. [1]\n\nSee `unclean.leader.election.enable` and LOG_DIR_NOT_FOUND. [2]"
     history = [{"role": "user", "content": "how do I stop losing writes?"}, {"role": "assistant", "content": answer}]

@@ -165,6 +165,19 @@ def test_a_pasted_exception_class_finds_the_error_it_stands_for(retriever, stage
     assert first.feature("defines_identifier") == 1.0
 
 
+def test_an_error_printed_in_words_finds_the_error_it_names(retriever, stage):
+    query = parse_query(
+        "our .NET share consumer throws this, what is it?\n"
+        "Confluent.Kafka.ConsumeException: Broker: Invalid record state"
+    )
+    pool = retriever.retrieve(query, 20, "hybrid", stage)
+    assert "invalid_record_state" in pool.query.focus_identifiers
+    assert "invalid_record" not in pool.query.focus_identifiers  # the longest carried run only
+    first = _top(pool)[0]
+    assert first.passage.source_path == ERROR_PAGE, first.passage.heading
+    assert first.feature("defines_identifier") == 1.0
+
+
 def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
     """Kafka names `GroupAuthorizationException` for `GROUP_AUTHORIZATION_FAILED`; an exact name wins, and
     a prefix shared by two longer names is not guessed."""
