@@ -188,7 +188,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         pool.remove(unit)
         if below or _among(unit, chosen):
             continue  # too far below its part's best; or a setting's entry already shown for its continuation
-        if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE for other in chosen):
+        if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE and not _rows_apart(unit, other) for other in chosen):
             continue
         new_terms = unit.terms - seen_terms
         if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
@@ -390,14 +390,20 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     `UNKNOWN_MEMBER_ID | 25 | …` row."""
     if not unit.subject:
         return False
-    subject_tokens = set(tokenize(unit.subject))
-    named = bool(subject_tokens) and subject_tokens <= set(query.tokens)
+    subject_tokens = tokenize(unit.subject)
+    named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens)
     own = set(extract_identifiers(unit.subject))
     if unit.kind == "row":
         own |= {i for i in extract_identifiers(unit.parts[-1]) if i.startswith("code:")}
         if _says(unit.parts[-1], query.messages):
             return True
     return named or bool(query.focus_identifiers & own)
+
+
+def _runs_in(words: Sequence[str], text: Sequence[str]) -> bool:
+    """`words` stand together in `text`: "current leader" is not named by "the current quorum leader"."""
+    size = len(words)
+    return any(list(text[start : start + size]) == list(words) for start in range(len(text) - size + 1))
 
 
 def _says(row: str, messages: Sequence[str]) -> bool:
@@ -426,7 +432,8 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
         if is_title(unit) or (unit is units[-1] and is_lead_in_sentence(unit)):
             continue  # a title states nothing; a lead-in ending its chunk introduces what is not in it
-        terms = frozenset(tokenize(unit.matched_text))
+        # A row's words are its own: the lead-in and header it shares with the other rows of its table add none.
+        terms = frozenset(tokenize(unit.parts[-1] if unit.kind == "row" else unit.matched_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total
         identifiers = set(extract_identifiers(unit.matched_text)) if focus or context else set()
         named = bool(focus & identifiers)
@@ -450,6 +457,15 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
             size += len(f"`{heading}`: ")  # may be named by its heading (`_render`)
         scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit), belongs, size))
     return scored
+
+
+def _rows_apart(unit: _Scored, other: _Scored) -> bool:
+    """Two different rows under the same lead-in and header: their vectors are alike for what they share."""
+    return (
+        unit.unit.kind == other.unit.kind == "row"
+        and unit.unit.parts[:-1] == other.unit.parts[:-1]
+        and unit.unit.parts[-1] != other.unit.parts[-1]
+    )
 
 
 def _entry_position(units: list[EvidenceUnit], heading: str) -> int:

@@ -710,6 +710,8 @@ def lead_in(unit: EvidenceUnit) -> str:
     setting's description and the list's lead-in."""
     if unit.kind in ("list", "code") and len(unit.parts) == 2:
         return unit.parts[0]
+    if unit.kind == "row":
+        return _row_lead_in(unit)
     if unit.kind == "setting":
         description = [part for part in unit.parts[:-1] if part != unit.subject]
         if not description:
@@ -731,6 +733,7 @@ def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
     ]
     if items := [u.parts[1] for u in ordered if u.kind == "list"]:
         lines.append(_render_items(*items))
+    lines += [_row_line(u) for u in ordered if u.kind == "row"]  # rows of one table under its lead-in
     if code := [u.parts[1] for u in ordered if u.kind == "code"]:
         lines.append(_fenced("\n".join(code)))
     return "\n".join(lines)
@@ -842,12 +845,29 @@ def _render_setting(unit: EvidenceUnit) -> str:
     return " ".join(piece for piece in (text, details) if piece)
 
 
-def _render_row(unit: EvidenceUnit, cite: str) -> str:
+def _row_parts(unit: EvidenceUnit) -> tuple[str, list[str], list[str]]:
+    """A row unit's lead-in ("" when none), header cells (empty when none) and cells."""
     parts = list(unit.parts)
     cells = _cells(parts.pop())
     header: list[str] = []
     if parts and len(_cells(parts[-1])) == len(cells) and " | " in parts[-1]:
         header = _cells(parts.pop())
+    return (parts[0] if parts else ""), header, cells
+
+
+def _row_lead_in(unit: EvidenceUnit) -> str:
+    return _row_parts(unit)[0]
+
+
+def _render_row(unit: EvidenceUnit, cite: str) -> str:
+    lead = _row_lead_in(unit)
+    line = _row_line(unit)
+    return f"{format_sentence(lead)}{cite}\n{line}" if lead else line + cite
+
+
+def _row_line(unit: EvidenceUnit) -> str:
+    """The row as one line: its first cell as its name, short cells labelled in brackets, long ones after."""
+    _, header, cells = _row_parts(unit)
     short: list[str] = []
     long: list[str] = []
     for number, cell in enumerate(cells[1:], start=1):
@@ -866,7 +886,4 @@ def _render_row(unit: EvidenceUnit, cite: str) -> str:
         line += f" ({' · '.join(short)})"
     if long:
         line += ": " + " · ".join(long)
-    line = line.strip()
-    if parts:  # the lead-in
-        return f"{format_sentence(parts[0])}{cite}\n{line}"
-    return line + cite
+    return line.strip()

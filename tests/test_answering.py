@@ -337,6 +337,21 @@ def test_beside_the_entry_the_question_names_the_other_entries_of_its_table_are_
     assert "log segment size" in draft.text  # what is not another entry still follows
 
 
+def test_a_rows_name_is_asked_about_only_when_its_words_stand_together_in_the_question():
+    axes = _Axes()
+    table = make_candidate(
+        "raft", section=("Ops", "KRaft Quorum Monitoring Metrics"), source="ops.html", text=RAFT_METRICS,
+        unit_scores=(0.8, 0.9, 0.3), unit_vectors=axes.take(3),
+    )  # fmt: skip
+    prose = candidate(axes, "quorum", "The quorum elects a leader among the voters.", [0.85])
+    # "Current Leader" leads both answers; only where the question names it are its sibling rows left out.
+    scattered = extract_answer(ranked([table, prose], "which is the current quorum leader?"), shape(max_units_fact=3))
+    assert "Current State" in scattered.text, scattered.text
+    named = extract_answer(ranked([table, prose], "what does current leader show?"), shape(max_units_fact=3))
+    assert "Current Leader" in named.text and "quorum elects a leader" in named.text, named.text
+    assert "Current State" not in named.text and "Current Epoch" not in named.text, named.text
+
+
 def test_a_row_is_named_by_its_error_code_too():
     # "error code 25 what does it mean" opened with the rows for -1, 1 and 2.
     axes = _Axes()
@@ -383,6 +398,37 @@ def test_a_short_quote_names_no_row():
     )  # fmt: skip
     draft = extract_answer(ranked([prose, table], 'what does "the server failed" mean here?'), shape())
     assert _units(draft.text)[0].startswith("Replicas that fall behind"), draft.text
+
+
+RAFT_METRICS = (
+    "These metrics are reported on both Controllers and Brokers in a KRaft Cluster\n"
+    "Metric/Attribute name | Description | Mbean name\n"
+    "Current State | The current state of this member; possible values are leader, follower, observer. | "
+    "kafka.server:type=raft-metrics,name=current-state\n"
+    "Current Leader | The current quorum leader's id; -1 indicates unknown. | "
+    "kafka.server:type=raft-metrics,name=current-leader\n"
+    "Current Epoch | The current quorum epoch. | kafka.server:type=raft-metrics,name=current-epoch"
+)
+
+
+def test_rows_of_one_table_are_not_near_duplicates_for_what_they_share_and_show_under_one_lead_in():
+    # Each row's vector holds the table's lead-in and header: the rows of the KRaft quorum metrics were
+    # all dropped as near-duplicates of the first, and "which metric tells a node's raft role" lost its row.
+    alike = np.tile(np.eye(DIMENSION, dtype=np.float32)[0], (3, 1))
+    table = make_candidate(
+        "raft", section=("Ops", "KRaft Quorum Monitoring Metrics"), source="ops.html", text=RAFT_METRICS,
+        unit_scores=(0.8, 0.9, 0.3), unit_vectors=alike,
+    )  # fmt: skip
+    question = "who is the current quorum leader, and which metric tells me a node's raft role?"
+    draft = extract_answer(ranked([table], question), shape(max_units_fact=2, relative_cutoff=0.4))
+    _check(draft)
+    assert draft.text.split("\n") == [
+        "These metrics are reported on both Controllers and Brokers in a KRaft Cluster [1]",
+        "Current State: The current state of this member; possible values are leader, follower, observer. · "
+        "Mbean name: kafka.server:type=raft-metrics,name=current-state",
+        "Current Leader: The current quorum leader's id; -1 indicates unknown. · "
+        "Mbean name: kafka.server:type=raft-metrics,name=current-leader",
+    ]
 
 
 def test_a_sentence_under_a_setting_heading_is_shown_with_the_setting_name():

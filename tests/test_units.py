@@ -564,6 +564,31 @@ def test_a_rows_first_cell_is_code_when_it_is_a_name_and_plain_when_it_is_words(
     assert name == "`UNKNOWN_MEMBER_ID (25)`: The coordinator is not aware of this member. [1]"
 
 
+RAFT_METRICS = (
+    "These metrics are reported on both Controllers and Brokers in a KRaft Cluster\n"
+    "Metric/Attribute name | Description | Mbean name\n"
+    "Current State | The current state of this member. | kafka.server:type=raft-metrics,name=current-state\n"
+    "Current Leader | The current quorum leader's id. | kafka.server:type=raft-metrics,name=current-leader"
+)
+
+
+def test_rows_of_one_table_are_shown_under_its_lead_in_once_in_text_order():
+    state, leader = [u for u in build_units(RAFT_METRICS) if u.kind == "row"]
+    assert (
+        lead_in(state)
+        == lead_in(leader)
+        == "These metrics are reported on both Controllers and Brokers in a KRaft Cluster"
+    )
+    assert render_shared_lead([leader, state], 3).split("\n") == [
+        "These metrics are reported on both Controllers and Brokers in a KRaft Cluster [3]",
+        "Current State: The current state of this member. · Mbean name: "
+        "kafka.server:type=raft-metrics,name=current-state",
+        "Current Leader: The current quorum leader's id. · Mbean name: "
+        "kafka.server:type=raft-metrics,name=current-leader",
+    ]
+    assert lead_in(build_units(ERRORS)[1]) == ""  # a row under its header alone has no lead-in
+
+
 def test_a_row_whose_chunk_began_below_the_header_is_shown_with_the_column_names():
     header = ERRORS.split("\n")[0]
     bare = build_units("\n".join(ERRORS.split("\n")[2:]))
