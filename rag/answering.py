@@ -26,7 +26,7 @@ import numpy as np
 from rag.identifiers import extract_identifiers
 from rag.lexical import tokenize
 from rag.passages import NOT_COVERED, Citation, Passage
-from rag.query import MIN_MESSAGE_WORDS, Query, message_words
+from rag.query import Query
 from rag.ranking import Ranked
 from rag.retrieval import Candidate
 from rag.settings import Settings
@@ -395,8 +395,6 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     own = set(extract_identifiers(unit.subject))
     if unit.kind == "row":
         own |= {i for i in extract_identifiers(unit.parts[-1]) if i.startswith("code:")}
-        if _says(unit.parts[-1], query.messages):
-            return True
     return named or bool(query.focus_identifiers & own)
 
 
@@ -404,14 +402,6 @@ def _runs_in(words: Sequence[str], text: Sequence[str]) -> bool:
     """`words` stand together in `text`: "current leader" is not named by "the current quorum leader"."""
     size = len(words)
     return any(list(text[start : start + size]) == list(words) for start in range(len(text) - size + 1))
-
-
-def _says(row: str, messages: Sequence[str]) -> bool:
-    """The row's description is a message the user quotes or pasted, or holds one whole."""
-    description = message_words(row.rsplit(" | ", 1)[-1])
-    return len(description.split()) >= MIN_MESSAGE_WORDS and any(
-        description in message or message in description for message in messages
-    )
 
 
 def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate, shape: AnswerShape) -> list[_Scored]:

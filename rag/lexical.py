@@ -271,6 +271,15 @@ def rows_holding(retriever: bm25s.BM25, token: str, rows: np.ndarray) -> np.ndar
     return (found < len(holding)) & (holding[np.minimum(found, len(holding) - 1)] == rows)
 
 
+def rows_with(retriever: bm25s.BM25, token: str) -> np.ndarray:
+    """The chunk rows that hold `token`, sorted."""
+    column = retriever.vocab_dict.get(token)
+    if column is None:
+        return np.zeros(0, dtype=np.int64)
+    indptr, indices = retriever.scores["indptr"], retriever.scores["indices"]
+    return np.asarray(indices[indptr[column] : indptr[column + 1]], dtype=np.int64)
+
+
 def bm25_scores(retriever: bm25s.BM25, query: str) -> np.ndarray:
     """BM25 score of every chunk for `query` (zeros when no query token is in the vocabulary)."""
     vocabulary = retriever.vocab_dict

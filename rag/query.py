@@ -63,10 +63,13 @@ _FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 # A name the user quotes in their own words, one word in '…' or "…": their topic, group or host
 # ("Topic 'some_topic' shows up as 'cluster1.some_topic'"), not a word the corpus should know.
 _QUOTED_NAME = re.compile(r"(?<![\w'\"])['\"]([^'\"\s]{2,80})['\"](?![\w'\"])")
-# A message the user quotes or pastes: several words in "…", '…' or `…`, or what follows an exception's
-# or error's name on its line ("…Exception: The coordinator is not aware of this member.").
+# A message the user quotes or pastes: several words in "…", '…' or `…`, or what follows a colon on an
+# error line ("…Exception: The coordinator is not aware of this member.", "Offset commit failed on partition
+# p-0: The coordinator is loading and hence can't process requests.").
 _QUOTED_MESSAGE = re.compile(r"\"([^\"\n]{12,300})\"|`([^`\n]{12,300})`|(?<!\w)'([^'\n]{12,300})'(?!\w)")
-_PRINTED_MESSAGE = re.compile(r"(?:Exception|Error)\b:\s*(.{12,300})")
+_MESSAGE_AFTER = re.compile(r":\s+(?=\S)")
+MAX_MESSAGE_CHARS = 300
+MAX_MESSAGES = 8  # a paste's first messages: its error and what caused it, not every line of a long log
 MIN_MESSAGE_WORDS = 4  # "Not authorized" or a quoted key is no message
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
@@ -164,7 +167,8 @@ def parse_query(
             context_lines += 1
         else:
             prose_lines.append(line)
-        messages.extend(_messages(line[:MAX_LINE_CHARS], place))
+        if len(messages) < MAX_MESSAGES:
+            messages.extend(_messages(line[:MAX_LINE_CHARS], place))
         if place == "question":
             own_words.append(line)
             own_terms.update(t for value in _QUOTED_NAME.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
@@ -203,7 +207,7 @@ def parse_query(
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
         error_phrases=tuple(QueryIdentifier(n, p) for n, p in phrases.items() if n not in places),
         own_terms=frozenset(own_terms),
-        messages=tuple(dict.fromkeys(messages)),
+        messages=tuple(dict.fromkeys(messages))[:MAX_MESSAGES],
     )
 
 
@@ -212,11 +216,19 @@ def message_words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
+def says_message(description: str, message: str) -> bool:
+    """A table row's description and a message the user pasted or quoted (`message_words`) say the same:
+    one holds the other whole, and both are long enough to tell a message by."""
+    words = message_words(description)
+    long_enough = min(len(words.split()), len(message.split())) >= MIN_MESSAGE_WORDS
+    return long_enough and (words in message or message in words)
+
+
 def _messages(line: str, place: str) -> list[str]:
     """The messages a line quotes (in the user's words) or prints (an error line), as `message_words`."""
     found = [next(g for g in m.groups() if g) for m in _QUOTED_MESSAGE.finditer(line)] if place == "question" else []
-    if place in FOCUS_PLACES:
-        found += _PRINTED_MESSAGE.findall(line)
+    if place == "error":
+        found += [line[m.end() : m.end() + MAX_MESSAGE_CHARS] for m in _MESSAGE_AFTER.finditer(line)]
     return [words for words in map(message_words, found) if len(words.split()) >= MIN_MESSAGE_WORDS]
 
 

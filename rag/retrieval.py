@@ -23,15 +23,17 @@ import pyarrow.compute as pc
 
 from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
-from rag.identifiers import is_plain_two_part
+from rag.identifiers import extract_identifiers, is_plain_two_part
 from rag.index_store import LoadedIndex
-from rag.lexical import bm25_scores, document_frequency, rows_holding, tokenize
+from rag.lexical import bm25_scores, document_frequency, rows_holding, rows_with, tokenize
 from rag.passages import Passage
-from rag.query import Query, QueryIdentifier
+from rag.query import Query, QueryIdentifier, says_message
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
 from rag.units import list_ending, starts_in_list, table_start
 
+MESSAGE_TOKENS = 3  # a pasted or quoted message is looked up as a table row's description by its rarest words
+MESSAGE_ROWS = 50  # chunks read back for one message at most
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
@@ -149,7 +151,7 @@ class Retriever:
         unknown_keys = self._unknown_keys(query)
         if unknown_keys:
             query = dataclasses.replace(query, identifiers=tuple(i for i in query.identifiers if i not in unknown_keys))
-        errors = self._carried_errors(query)
+        errors = self._carried_errors(query) | self._described_errors(query)
         if errors:  # searched and matched like the identifiers the user wrote, in the same place
             named = tuple(dataclasses.replace(i, name=name) for i, name in errors.items())
             query = dataclasses.replace(query, identifiers=query.identifiers + named)
@@ -232,6 +234,24 @@ class Retriever:
             if not any(f"_{phrase.name}_" in f"_{longer.name}_" for longer in kept):
                 kept.append(phrase)
         return carried | {i: i.name for i in kept}
+
+    def _described_errors(self, query: Query) -> dict[QueryIdentifier, str]:
+        """The names of the table rows whose description is a message the question pastes or quotes: "The
+        coordinator is loading and hence can't process requests." is `COORDINATOR_LOAD_IN_PROGRESS`. Looked
+        up by the message's rarest words in the BM25 postings, then read in the few chunks that hold them all."""
+        named: dict[QueryIdentifier, str] = {}
+        for message in query.messages:
+            frequency = {t: self._document_frequency(t) for t in dict.fromkeys(tokenize(message))}
+            rarest = sorted((t for t, n in frequency.items() if n), key=frequency.__getitem__)[:MESSAGE_TOKENS]
+            if not rarest:
+                continue
+            rows = rows_with(self.index.bm25, rarest[0])
+            for token in rarest[1:]:
+                rows = rows[rows_holding(self.index.bm25, token, rows)]
+            for row in rows[:MESSAGE_ROWS].tolist():
+                for name in _rows_saying(self._record(row)["text"], message):
+                    named.setdefault(QueryIdentifier(name, "error"), name)
+        return named
 
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
@@ -435,6 +455,19 @@ class Retriever:
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)
+
+
+def _rows_saying(text: str, message: str) -> list[str]:
+    """The identifiers named by the first cell of each table row of `text` whose last cell (its description)
+    the message holds, or which holds the message."""
+    names: list[str] = []
+    for line in text.split("\n"):
+        cells = line.split(" | ")
+        if len(cells) < 2:
+            continue
+        if says_message(cells[-1], message):
+            names += extract_identifiers(cells[0])
+    return names
 
 
 class _IdentifierLookup:

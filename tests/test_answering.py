@@ -367,39 +367,6 @@ def test_a_row_is_named_by_its_error_code_too():
     ]
 
 
-@pytest.mark.parametrize(
-    "question",
-    [
-        'my producer logs "messages are rejected since there are fewer in-sync replicas than required" all night',
-        "Caused by: SomeWrapperException: Messages are rejected since there are fewer in-sync replicas than "
-        "required. (after 3 retries)",
-    ],
-)
-def test_the_row_whose_description_the_user_quotes_or_pastes_leads_from_a_lower_passage(question):
-    # "The coordinator is not aware of this member" in quotes opened with five sentences about static membership.
-    axes = _Axes()
-    prose = candidate(axes, "isr", "Replicas that fall behind are removed from the in-sync set.", [0.9])
-    table = make_candidate(
-        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
-        unit_scores=(0.3, 0.3, 0.5), unit_vectors=axes.take(3),
-    )  # fmt: skip
-    draft = extract_answer(ranked([prose, table], question), shape(max_units_fact=2, max_units_troubleshoot=2))
-    _check(draft)
-    assert _units(draft.text)[0].startswith("`NOT_ENOUGH_REPLICAS` (Code: 19"), draft.text
-
-
-def test_a_short_quote_names_no_row():
-    axes = _Axes()
-    prose = candidate(axes, "isr", "Replicas that fall behind are removed from the in-sync set.", [0.9])
-    table = make_candidate(
-        "errors", section=("Protocol errors", "Error codes"), source="errors.html",
-        text="Error | Code | Retriable | Description\nUNKNOWN | -1 | False | The server failed.",
-        unit_scores=(0.5,), unit_vectors=axes.take(1),
-    )  # fmt: skip
-    draft = extract_answer(ranked([prose, table], 'what does "the server failed" mean here?'), shape())
-    assert _units(draft.text)[0].startswith("Replicas that fall behind"), draft.text
-
-
 RAFT_METRICS = (
     "These metrics are reported on both Controllers and Brokers in a KRaft Cluster\n"
     "Metric/Attribute name | Description | Mbean name\n"

@@ -89,10 +89,24 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
     assert "UNKNOWN_TOPIC_OR_PARTITION" in answer.text or "topic-partition" in answer.text, shown(answer)
 
 
-def test_a_quoted_error_message_leads_with_the_row_that_says_it(docs):
-    answer = docs.ask('my consumer keeps getting "The coordinator is not aware of this member" and rebalances')
+@pytest.mark.parametrize(
+    ("question", "row"),
+    [
+        ('my consumer keeps getting "The coordinator is not aware of this member" and rebalances', "UNKNOWN_MEMBER_ID"),
+        (
+            "WARN [Consumer clientId=c1, groupId=g1] Offset commit failed on partition orders-0 at offset 120: "
+            "The coordinator is loading and hence can't process requests.",
+            "COORDINATOR_LOAD_IN_PROGRESS",
+        ),
+        ("Confluent.Kafka.ProduceException: Broker: Unknown Producer Id", "UNKNOWN_PRODUCER_ID"),
+    ],
+)
+def test_a_quoted_or_pasted_error_message_leads_with_the_row_that_says_it(docs, question, row):
+    answer = docs.ask(question)
     assert not answer.abstained, shown(answer)
-    assert answer.text.startswith("`UNKNOWN_MEMBER_ID` (Code: 25"), shown(answer)
+    assert f"`{row}` (Code: " in _outside_fences(answer.text)[0] or f"`{row}` (Code: " in "\n".join(
+        _outside_fences(answer.text)[:3]
+    ), shown(answer)
 
 
 def test_sasl_mechanisms_are_listed_with_their_lead_in(docs):

@@ -397,11 +397,19 @@ def test_a_name_quoted_in_the_users_words_is_their_own_term():
             ("topic orders not present in metadata after 60000 ms",),
         ),
         ("it says `Broker may not be available` and retries", ("broker may not be available",)),
+        (
+            "WARN [Consumer clientId=c1, groupId=g1] Offset commit failed on partition orders-0 at offset 120: "
+            "The coordinator is loading and hence can't process requests.",
+            ("the coordinator is loading and hence can t process requests",),
+        ),
         ("Topic \"orders\" and the key 'user.id' are ours", ()),  # one-word names are no messages
         ("$ kafka-topics.sh --create --topic x --config 'cleanup.policy=compact,delete now please'", ()),  # a command
         (
             "Caused by: org.apache.kafka.common.KafkaException: Failed to construct kafka producer",
-            ("failed to construct kafka producer",),
+            (
+                "org apache kafka common kafkaexception failed to construct kafka producer",
+                "failed to construct kafka producer",
+            ),
         ),
     ],
 )

@@ -178,6 +178,23 @@ def test_an_error_printed_in_words_finds_the_error_it_names(retriever, stage):
     assert first.feature("defines_identifier") == 1.0
 
 
+def test_the_rows_whose_description_a_pasted_message_says_are_named_by_their_first_cell():
+    from rag.query import message_words
+    from rag.retrieval import _rows_saying
+
+    text = (
+        "Error | Code | Retriable | Description\n"
+        "COORDINATOR_LOAD_IN_PROGRESS | 14 | True | The coordinator is loading and hence can't process requests.\n"
+        "NOT_COORDINATOR | 16 | True | This is not the correct coordinator.\n"
+        "The coordinator is loading and hence can't process requests, as this prose line says too."
+    )
+    loading = message_words("The coordinator is loading and hence can't process requests.")
+    assert _rows_saying(text, loading) == ["coordinator_load_in_progress"]
+    assert _rows_saying(text, message_words("Offset commit failed: " + loading)) == ["coordinator_load_in_progress"]
+    assert _rows_saying(text, message_words("is not the correct coordinator")) == ["not_coordinator"]
+    assert _rows_saying(text, message_words("coordinator is")) == []  # too few words to tell a message by
+
+
 def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
     """Kafka names `GroupAuthorizationException` for `GROUP_AUTHORIZATION_FAILED`; an exact name wins, and
     a prefix shared by two longer names is not guessed."""
