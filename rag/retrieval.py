@@ -151,6 +151,11 @@ class Retriever:
         unknown_keys = self._unknown_keys(query)
         if unknown_keys:
             query = dataclasses.replace(query, identifiers=tuple(i for i in query.identifiers if i not in unknown_keys))
+        spelt = self._keys_spelt_as_variables(query)
+        if spelt:  # `KAFKA_ADVERTISED_LISTENERS` is `advertised.listeners`: the key stands in its place
+            query = dataclasses.replace(
+                query, identifiers=tuple(dataclasses.replace(i, name=spelt.get(i, i.name)) for i in query.identifiers)
+            )
         errors = self._carried_errors(query) | self._described_errors(query)
         if errors:  # searched and matched like the identifiers the user wrote, in the same place
             named = tuple(dataclasses.replace(i, name=name) for i, name in errors.items())
@@ -219,6 +224,12 @@ class Retriever:
         return frozenset(
             i for i in query.identifiers if is_plain_two_part(i.name) and not self._identifier_lookup.carried(i.name)
         )
+
+    def _keys_spelt_as_variables(self, query: Query) -> dict[QueryIdentifier, str]:
+        """The carried keys that the question's uncarried upper-case names spell as environment variables
+        do (a container image's `KAFKA_CFG_LOG_RETENTION_HOURS` sets `log.retention.hours`)."""
+        keys = {i: self._identifier_lookup.key_spelt_as(i.name) for i in query.identifiers}
+        return {i: key for i, key in keys.items() if key is not None}
 
     def _carried_errors(self, query: Query) -> dict[QueryIdentifier, str]:
         """The error names of the query's exception classes that this corpus carries, each with the
@@ -498,6 +509,18 @@ class _IdentifierLookup:
         """A part of `dotted` is a part of a dotted name the corpus carries (`default` of `default.goals`,
         as in `default.replication.factor`); "dc1.orders", a topic's name, has none."""
         return any(part in self._key_parts for part in dotted.split("."))
+
+    def key_spelt_as(self, name: str) -> str | None:
+        """The carried dotted key an uncarried snake-case `name` ends with, its underscores read as dots
+        after one or more leading words (a prefix such as `kafka_` or `kafka_cfg_`); the longest such key."""
+        words = name.split("_")
+        if len(words) < 3 or self.carried(name) or any(not w or not w.isalnum() for w in words):
+            return None
+        for start in range(1, len(words) - 1):
+            key = ".".join(words[start:])
+            if self.carried(key):
+                return key
+        return None
 
     def error_name(self, name: str) -> str | None:
         """The carried error name an exception class's `name` stands for: itself, or the one name with one

@@ -104,9 +104,21 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
 def test_a_quoted_or_pasted_error_message_leads_with_the_row_that_says_it(docs, question, row):
     answer = docs.ask(question)
     assert not answer.abstained, shown(answer)
-    assert f"`{row}` (Code: " in _outside_fences(answer.text)[0] or f"`{row}` (Code: " in "\n".join(
-        _outside_fences(answer.text)[:3]
-    ), shown(answer)
+    assert f"`{row}` (Code: " in _opening(answer), shown(answer)
+
+
+def test_a_container_variable_is_answered_from_the_setting_it_sets(docs):
+    answer = docs.ask(
+        "I set KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 in docker-compose but clients outside "
+        "docker can't connect"
+    )
+    assert not answer.abstained, shown(answer)
+    assert "`advertised.listeners`" in _opening(answer), shown(answer)
+
+
+def _opening(answer: Answer) -> str:
+    """The first lines of an answer outside code blocks: where what leads it stands (after a part heading)."""
+    return "\n".join(_outside_fences(answer.text)[:3])
 
 
 def test_sasl_mechanisms_are_listed_with_their_lead_in(docs):

@@ -215,6 +215,32 @@ def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
     assert lookup.error_name("zorblatt") is None
 
 
+def test_an_upper_case_variable_stands_for_the_key_it_spells():
+    """Container images set `advertised.listeners` from `KAFKA_ADVERTISED_LISTENERS` (or `KAFKA_CFG_…`)."""
+    import pyarrow as pa
+
+    from rag.retrieval import _IdentifierLookup
+
+    lookup = _IdentifierLookup(
+        pa.chunked_array(
+            [[["advertised.listeners", "listeners"], ["log.retention.hours", "retention.hours", "kafka_heap_opts"]]]
+        )
+    )
+    assert lookup.key_spelt_as("kafka_advertised_listeners") == "advertised.listeners"
+    assert lookup.key_spelt_as("kafka_cfg_log_retention_hours") == "log.retention.hours"  # the longest key
+    assert lookup.key_spelt_as("kafka_heap_opts") is None  # the corpus names the variable itself
+    assert lookup.key_spelt_as("kafka_listeners") is None  # a one-word key is no dotted key
+    assert lookup.key_spelt_as("not_enough_replicas") is None
+
+
+def test_a_question_naming_a_variable_searches_the_key_and_knows_it(retriever, stage):
+    query = parse_query("we set KAFKA_TRANSACTIONAL_ID_EXPIRATION_MS=60000 in compose, what does it change?")
+    pool = retriever.retrieve(query, 20, "hybrid", stage)
+    assert "transactional.id.expiration.ms" in pool.query.focus_identifiers
+    assert "kafka_transactional_id_expiration_ms" not in pool.query.focus_identifiers
+    assert pool.evidence.unknown_focus_identifiers == 0
+
+
 def test_an_error_code_question_puts_the_defining_page_first(retriever, stage):
     pool = retriever.retrieve(parse_query("what does error code 121 mean?"), 20, "hybrid", stage)
     first = _top(pool)[0]
