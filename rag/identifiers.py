@@ -99,9 +99,8 @@ def error_names(text: str) -> tuple[str, ...]:
     return tuple(sorted({name.lower() for name in names if "_" in name}))
 
 
-_PHRASE_PIECE = re.compile(
-    r"[^\W_]+(?:[\w-]*[^\W_])?"
-)  # between spaces and punctuation: "Unknown", "in-sync", "read_committed"
+# What stands between spaces and punctuation: "Unknown", "in-sync", "read_committed".
+_PHRASE_PIECE = re.compile(r"[^\W_]+(?:[\w-]*[^\W_])?")
 _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 MAX_PHRASE_WORDS = 6  # the longest error name spelt as words: "Not enough replicas after append"
 

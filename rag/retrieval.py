@@ -234,7 +234,8 @@ class Retriever:
     def _carried_errors(self, query: Query) -> dict[QueryIdentifier, str]:
         """The error names of the query's exception classes that this corpus carries, each with the
         corpus's spelling (an error table row names `NOT_ENOUGH_REPLICAS`, the user pastes
-        `NotEnoughReplicasException`)."""
+        `NotEnoughReplicasException`); and the error names its error lines spell in words, the longest
+        carried run of each ("Broker: Unknown topic or partition")."""
         named = {i: self._identifier_lookup.error_name(i.name) for i in query.error_names}
         carried = {i: name for i, name in named.items() if name is not None}
         phrases = sorted(

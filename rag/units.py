@@ -726,7 +726,8 @@ def lead_in(unit: EvidenceUnit) -> str:
 def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
     """Units of one passage that share their lead-in (`lead_in`) as one block that states it once: the
     setting's entry (each in full, should two settings share a description), or else the first list or
-    code piece; then the pieces of a list or code block cut for size joined again, in text order."""
+    code piece; then the pieces of a list or code block cut for size joined again, or the rows of one
+    table one per line, in text order."""
     ordered = sorted(units, key=lambda u: u.position)
     lines = [render_unit(u, marker) for u in ordered if u.kind == "setting"] or [
         f"{format_sentence(ordered[0].parts[0])} [{marker}]"
