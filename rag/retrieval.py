@@ -512,14 +512,22 @@ class _IdentifierLookup:
         return any(part in self._key_parts for part in dotted.split("."))
 
     def key_spelt_as(self, name: str) -> str | None:
-        """The carried dotted key an uncarried snake-case `name` ends with, its underscores read as dots
-        after one or more leading words (a prefix such as `kafka_` or `kafka_cfg_`); the longest such key."""
-        words = name.split("_")
-        if len(words) < 3 or self.carried(name) or any(not w or not w.isalnum() for w in words):
+        """The carried dotted key that an uncarried snake-case or dotted `name` ends with, read with dots
+        for its underscores and hyphens after one or more leading words (a prefix): an environment
+        variable (`KAFKA_CFG_LOG_RETENTION_HOURS` sets `log.retention.hours`) or a framework's property
+        (`spring.kafka.consumer.auto-offset-reset` sets `auto.offset.reset`); the longest such key."""
+        if self.carried(name) or not ("_" in name or "." in name):
             return None
+        words = re.split(r"[._-]", name)
+        if len(words) < 3 or any(not w or not w.isalnum() for w in words):
+            return None
+        dotted = "." in name
         for start in range(1, len(words) - 1):
             key = ".".join(words[start:])
-            if self.carried(key):
+            # A dotted name is another product's only under a prefix of its own: `spring.kafka.consumer.`,
+            # not the corpus's own `topic.creation.default.` (whose tail is no broker key there).
+            foreign = not dotted or any(word not in self._key_parts for word in words[:start])
+            if foreign and self.carried(key):
                 return key
         return None
 

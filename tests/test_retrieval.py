@@ -215,15 +215,20 @@ def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
     assert lookup.error_name("zorblatt") is None
 
 
-def test_an_upper_case_variable_stands_for_the_key_it_spells():
-    """Container images set `advertised.listeners` from `KAFKA_ADVERTISED_LISTENERS` (or `KAFKA_CFG_…`)."""
+def test_a_variable_or_a_frameworks_property_stands_for_the_key_it_spells():
+    """Container images set `advertised.listeners` from `KAFKA_ADVERTISED_LISTENERS` (or `KAFKA_CFG_…`), and
+    Spring Boot sets `auto.offset.reset` from `spring.kafka.consumer.auto-offset-reset`."""
     import pyarrow as pa
 
     from rag.retrieval import _IdentifierLookup
 
     lookup = _IdentifierLookup(
         pa.chunked_array(
-            [[["advertised.listeners", "listeners"], ["log.retention.hours", "retention.hours", "kafka_heap_opts"]]]
+            [
+                [["advertised.listeners", "listeners", "auto.offset.reset"]],
+                [["log.retention.hours", "retention.hours", "kafka_heap_opts", "default.replication.factor"]],
+                [["topic.creation.enable", "kafka.server"]],
+            ]
         )
     )
     assert lookup.key_spelt_as("kafka_advertised_listeners") == "advertised.listeners"
@@ -231,6 +236,10 @@ def test_an_upper_case_variable_stands_for_the_key_it_spells():
     assert lookup.key_spelt_as("kafka_heap_opts") is None  # the corpus names the variable itself
     assert lookup.key_spelt_as("kafka_listeners") is None  # a one-word key is no dotted key
     assert lookup.key_spelt_as("not_enough_replicas") is None
+    # A framework's property under its own prefix; not a key of the corpus's own prefixes, nor a tool's name.
+    assert lookup.key_spelt_as("spring.kafka.consumer.auto-offset-reset") == "auto.offset.reset"
+    assert lookup.key_spelt_as("topic.creation.default.replication.factor") is None
+    assert lookup.key_spelt_as("kafka-advertised-listeners") is None
 
 
 def test_a_question_naming_a_variable_searches_the_key_and_knows_it(retriever, stage):
