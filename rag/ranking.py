@@ -124,6 +124,14 @@ def load_ranker(path: Path = RANKER_PATH) -> LinearModel:
     return LinearModel.load(path, RANK_FEATURES)
 
 
+def _pasted_error_first(order: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray:
+    """`order` with its first candidate that defines a pasted error moved to the front."""
+    position = next((p for p, index in enumerate(order.tolist()) if candidates[index].defines_pasted_error), None)
+    if not position:
+        return order
+    return np.concatenate([order[position : position + 1], order[:position], order[position + 1 :]])
+
+
 @dataclass(frozen=True)
 class Ranked:
     """The top candidates, best first, with the learned score of each (also set as the passage's score)."""
@@ -135,13 +143,17 @@ class Ranked:
 
 def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) -> Ranked:
     """Order the pool: by the learned model in hybrid mode, by the single retriever's score otherwise;
-    then keep the best `k`, at most `max_per_section` from one section (the overflow fills a short list)."""
+    then keep the best `k`, at most `max_per_section` from one section (the overflow fills a short list).
+    In hybrid mode the best-scored chunk that defines the error the user pasted comes first, whatever
+    the scores: a long paste's other words outweigh its one error name in every learned feature."""
     candidates = pool.candidates
     learned = model.scores(
         np.asarray([c.features for c in candidates], dtype=np.float64).reshape(-1, len(model.features))
     )
     primary = learned if pool.mode == "hybrid" else np.asarray([c.first_stage for c in candidates])
     order = np.lexsort((np.arange(len(candidates)), -primary)) if len(candidates) else np.zeros(0, int)
+    if pool.mode == "hybrid":
+        order = _pasted_error_first(order, candidates)
     chosen: list[int] = []
     overflow: list[int] = []
     per_section: Counter[tuple[str, tuple[str, ...]]] = Counter()

@@ -81,6 +81,9 @@ class Candidate:
     list_lead_in: str = ""  # the lead-in of the list the chunk begins inside (`Retriever.with_earlier_context`)
     list_intro: Passage | None = None  # the earlier chunk that holds `list_lead_in`, cited for it
     continues_code: bool = False  # the chunk begins inside a fenced block (`rag.units.build_units`)
+    # The chunk defines (in its heading, or a table row's first cell) an identifier of the question's error
+    # line: what the pasted error means (`rag.ranking.rank` puts the best such chunk first).
+    defines_pasted_error: bool = False
 
     def feature(self, name: str) -> float:
         return self.features[RANK_FEATURES.index(name)]
@@ -200,6 +203,7 @@ class Retriever:
         features = self._features(
             query, mode, order, records, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
         )
+        pasted = {i.name for i in query.identifiers if i.place == "error"}
         candidates = tuple(
             Candidate(
                 passage=_passage(records[row], first[row]),
@@ -212,6 +216,7 @@ class Retriever:
                 identifiers=tuple(sorted(set(records[row]["identifiers"]) & wanted)),
                 row=row,
                 continues_code=records[row]["continues_code"],
+                defines_pasted_error=bool(pasted & set(records[row]["defined"])),
             )
             for row, vector in zip(order, features, strict=True)
         )

@@ -28,6 +28,7 @@ def make_candidate(
     unit_vectors: np.ndarray | None = None,
     matched_terms: frozenset[str] = frozenset(),
     identifiers: tuple[str, ...] = (),
+    defines_pasted_error: bool = False,
 ) -> Candidate:
     """A candidate built by hand: features default to 0 except those given by name."""
     values = {name: 0.0 for name in RANK_FEATURES} | {"dense": dense} | (features or {})
@@ -50,6 +51,7 @@ def make_candidate(
         unit_vectors=unit_vectors if unit_vectors is not None else np.zeros((len(scores), 4), np.float32),
         matched_terms=matched_terms,
         identifiers=identifiers,
+        defines_pasted_error=defines_pasted_error,
     )
 
 
@@ -195,6 +197,27 @@ def test_single_retriever_modes_keep_the_first_stage_order(mode):
     assert _ids(ranked) == ["b", "a"]
     assert [c.passage.score for c in ranked.candidates] == pytest.approx([0.7, 0.2])
     assert ranked.scores == pytest.approx((0.1, 0.9))  # the learned scores are still reported
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+def test_the_best_chunk_defining_the_pasted_error_comes_first_in_hybrid_mode(mode):
+    pool = make_pool(
+        [
+            make_candidate("tool", section=("D", "1"), first_stage=0.9, features={"bm25": 0.9}),
+            make_candidate(
+                "row-a", section=("D", "2"), first_stage=0.5, features={"bm25": 0.2}, defines_pasted_error=True
+            ),
+            make_candidate(
+                "row-b", section=("D", "3"), first_stage=0.1, features={"bm25": 0.5}, defines_pasted_error=True
+            ),
+            make_candidate("other", section=("D", "4"), first_stage=0.3, features={"bm25": 0.7}),
+        ],
+        mode=mode,
+    )
+    ranked = rank(pool, k=4, max_per_section=4, model=one_feature_model("bm25"))
+    expected = ["row-b", "tool", "other", "row-a"] if mode == "hybrid" else ["tool", "row-a", "other", "row-b"]
+    assert _ids(ranked) == expected
+    assert ranked.scores[0] == pytest.approx(0.5 if mode == "hybrid" else 0.9)  # scores stay the model's
 
 
 def test_ties_keep_the_pool_order():

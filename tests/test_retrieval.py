@@ -165,6 +165,18 @@ def test_a_pasted_exception_class_finds_the_error_it_stands_for(retriever, stage
     assert first.feature("defines_identifier") == 1.0
 
 
+def test_a_chunk_defining_the_error_of_a_pasted_error_line_is_marked_but_not_one_the_user_names_in_prose(
+    retriever, stage
+):
+    pasted = retriever.retrieve(
+        parse_query("ERROR org.apache.kafka.common.errors.InvalidRecordStateException: oops"), 20, "hybrid", stage
+    )
+    marked = {c.passage.source_path for c in pasted.candidates if c.defines_pasted_error}
+    assert marked == {ERROR_PAGE}
+    named = retriever.retrieve(parse_query("what does INVALID_RECORD_STATE mean?"), 20, "hybrid", stage)
+    assert not any(c.defines_pasted_error for c in named.candidates)
+
+
 def test_an_error_printed_in_words_finds_the_error_it_names(retriever, stage):
     query = parse_query(
         "our .NET share consumer throws this, what is it?\n"
