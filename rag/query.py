@@ -225,10 +225,14 @@ def says_message(description: str, message: str) -> bool:
 
 
 def _messages(line: str, place: str) -> list[str]:
-    """The messages a line quotes (in the user's words) or prints (an error line), as `message_words`."""
-    found = [next(g for g in m.groups() if g) for m in _QUOTED_MESSAGE.finditer(line)] if place == "question" else []
-    if place == "error":
-        found += [line[m.end() : m.end() + MAX_MESSAGE_CHARS] for m in _MESSAGE_AFTER.finditer(line)]
+    """The messages a line quotes (in the user's words) or prints (an error line), as `message_words`: what
+    the user quotes, and what follows each colon in it or in the error line ("…Exception: Broker: The
+    consumer group is actively subscribed to the topic")."""
+    quoted = [next(g for g in m.groups() if g) for m in _QUOTED_MESSAGE.finditer(line)] if place == "question" else []
+    printed = [line] if place == "error" else []
+    found = quoted + [
+        text[m.end() : m.end() + MAX_MESSAGE_CHARS] for text in quoted + printed for m in _MESSAGE_AFTER.finditer(text)
+    ]
     return [words for words in map(message_words, found) if len(words.split()) >= MIN_MESSAGE_WORDS]
 
 

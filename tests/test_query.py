@@ -398,6 +398,15 @@ def test_a_name_quoted_in_the_users_words_is_their_own_term():
         ),
         ("it says `Broker may not be available` and retries", ("broker may not be available",)),
         (
+            "it throws `SomeAdminException: An error occurred: Broker: The group is not empty right now`",
+            (
+                "someadminexception an error occurred broker the group is not empty right now",
+                "an error occurred broker the group is not empty right now",
+                "broker the group is not empty right now",
+                "the group is not empty right now",
+            ),
+        ),
+        (
             "WARN [Consumer clientId=c1, groupId=g1] Offset commit failed on partition orders-0 at offset 120: "
             "The coordinator is loading and hence can't process requests.",
             ("the coordinator is loading and hence can t process requests",),
