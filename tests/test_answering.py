@@ -339,10 +339,7 @@ def test_beside_the_entry_the_question_names_the_other_entries_of_its_table_are_
 
 def test_a_rows_name_is_asked_about_only_when_its_words_stand_together_in_the_question():
     axes = _Axes()
-    table = make_candidate(
-        "raft", section=("Ops", "KRaft Quorum Monitoring Metrics"), source="ops.html", text=RAFT_METRICS,
-        unit_scores=(0.8, 0.9, 0.3), unit_vectors=axes.take(3),
-    )  # fmt: skip
+    table = candidate(axes, "raft", RAFT_METRICS, [0.8, 0.9, 0.3], heading="KRaft Quorum Monitoring Metrics")
     prose = candidate(axes, "quorum", "The quorum elects a leader among the voters.", [0.85])
     # "Current Leader" leads both answers; only where the question names it are its sibling rows left out.
     scattered = extract_answer(ranked([table, prose], "which is the current quorum leader?"), shape(max_units_fact=3))
@@ -382,10 +379,7 @@ def test_rows_of_one_table_are_not_near_duplicates_for_what_they_share_and_show_
     # Each row's vector holds the table's lead-in and header: the rows of the KRaft quorum metrics were
     # all dropped as near-duplicates of the first, and "which metric tells a node's raft role" lost its row.
     alike = np.tile(np.eye(DIMENSION, dtype=np.float32)[0], (3, 1))
-    table = make_candidate(
-        "raft", section=("Ops", "KRaft Quorum Monitoring Metrics"), source="ops.html", text=RAFT_METRICS,
-        unit_scores=(0.8, 0.9, 0.3), unit_vectors=alike,
-    )  # fmt: skip
+    table = candidate(_Axes(), "raft", RAFT_METRICS, [0.8, 0.9, 0.3], "KRaft Quorum Monitoring Metrics", alike)
     question = "who is the current quorum leader, and which metric tells me a node's raft role?"
     draft = extract_answer(ranked([table], question), shape(max_units_fact=2, relative_cutoff=0.4))
     _check(draft)
