@@ -82,7 +82,8 @@ class Candidate:
     list_intro: Passage | None = None  # the earlier chunk that holds `list_lead_in`, cited for it
     continues_code: bool = False  # the chunk begins inside a fenced block (`rag.units.build_units`)
     # The chunk defines (in its heading, or a table row's first cell) an identifier of the question's error
-    # line: what the pasted error means (`rag.ranking.rank` puts the best such chunk first).
+    # line, or the error row a message the user quotes names: what the pasted error means
+    # (`rag.ranking.rank` puts the best such chunk first).
     defines_pasted_error: bool = False
 
     def feature(self, name: str) -> float:
@@ -231,8 +232,9 @@ class Retriever:
         )
 
     def _keys_spelt_as_variables(self, query: Query) -> dict[QueryIdentifier, str]:
-        """The carried keys that the question's uncarried upper-case names spell as environment variables
-        do (a container image's `KAFKA_CFG_LOG_RETENTION_HOURS` sets `log.retention.hours`)."""
+        """The carried keys that the question's uncarried names spell another way (`key_spelt_as`): a
+        container image's variable or a framework's property (`KAFKA_CFG_LOG_RETENTION_HOURS` sets
+        `log.retention.hours`)."""
         keys = {i: self._identifier_lookup.key_spelt_as(i.name) for i in query.identifiers}
         return {i: key for i, key in keys.items() if key is not None}
 
@@ -255,7 +257,8 @@ class Retriever:
     def _described_errors(self, query: Query) -> dict[QueryIdentifier, str]:
         """The names of the table rows whose description is a message the question pastes or quotes: "The
         coordinator is loading and hence can't process requests." is `COORDINATOR_LOAD_IN_PROGRESS`. Looked
-        up by the message's rarest words in the BM25 postings, then read in the few chunks that hold them all."""
+        up by the message's rarest words in the BM25 postings, then read in the few chunks that hold them all.
+        A quoted message is an error the user reports, as a pasted one is: both name an error-line identifier."""
         named: dict[QueryIdentifier, str] = {}
         for message in query.messages:
             frequency = {t: self._document_frequency(t) for t in dict.fromkeys(tokenize(message))}
