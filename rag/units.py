@@ -711,7 +711,7 @@ def lead_in(unit: EvidenceUnit) -> str:
     if unit.kind in ("list", "code") and len(unit.parts) == 2:
         return unit.parts[0]
     if unit.kind == "row":
-        return _row_lead_in(unit)
+        return _row_parts(unit)[0]
     if unit.kind == "setting":
         description = [part for part in unit.parts[:-1] if part != unit.subject]
         if not description:
@@ -856,13 +856,8 @@ def _row_parts(unit: EvidenceUnit) -> tuple[str, list[str], list[str]]:
     return (parts[0] if parts else ""), header, cells
 
 
-def _row_lead_in(unit: EvidenceUnit) -> str:
-    return _row_parts(unit)[0]
-
-
 def _render_row(unit: EvidenceUnit, cite: str) -> str:
-    lead = _row_lead_in(unit)
-    line = _row_line(unit)
+    lead, line = _row_parts(unit)[0], _row_line(unit)
     return f"{format_sentence(lead)}{cite}\n{line}" if lead else line + cite
 
 
