@@ -30,7 +30,7 @@ from rag.passages import Passage
 from rag.query import Query, QueryIdentifier, says_message
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
-from rag.units import list_ending, starts_in_list, table_start
+from rag.units import list_ending, row_cells, starts_in_list, table_start
 
 MESSAGE_TOKENS = 3  # a pasted or quoted message is looked up as a table row's description by its rarest words
 MESSAGE_ROWS = 50  # chunks read back for one message at most
@@ -155,7 +155,7 @@ class Retriever:
         unknown_keys = self._unknown_keys(query)
         if unknown_keys:
             query = dataclasses.replace(query, identifiers=tuple(i for i in query.identifiers if i not in unknown_keys))
-        spelt = self._keys_spelt_as_variables(query)
+        spelt = self._spelt_keys(query)
         if spelt:  # `KAFKA_ADVERTISED_LISTENERS` is `advertised.listeners`: the key stands in its place
             query = dataclasses.replace(
                 query, identifiers=tuple(dataclasses.replace(i, name=spelt.get(i, i.name)) for i in query.identifiers)
@@ -231,7 +231,7 @@ class Retriever:
             i for i in query.identifiers if is_plain_two_part(i.name) and not self._identifier_lookup.carried(i.name)
         )
 
-    def _keys_spelt_as_variables(self, query: Query) -> dict[QueryIdentifier, str]:
+    def _spelt_keys(self, query: Query) -> dict[QueryIdentifier, str]:
         """The carried keys that the question's uncarried names spell another way (`key_spelt_as`): a
         container image's variable or a framework's property (`KAFKA_CFG_LOG_RETENTION_HOURS` sets
         `log.retention.hours`)."""
@@ -482,10 +482,8 @@ def _rows_saying(text: str, message: str) -> list[str]:
     the message holds, or which holds the message."""
     names: list[str] = []
     for line in text.split("\n"):
-        cells = line.split(" | ")
-        if len(cells) < 2:
-            continue
-        if says_message(cells[-1], message):
+        cells = row_cells(line)
+        if len(cells) > 1 and says_message(cells[-1], message):
             names += extract_identifiers(cells[0])
     return names
 

@@ -211,11 +211,12 @@ def _classify(text: str, start: int, end: int) -> _Line:
         return _Line("comment", span_start, span_end, indent=lead)
     if _COMMAND.match(stripped) or _LOG_LINE.match(stripped):
         return _Line("command", span_start, span_end, indent=lead)
-    cells = len(_cells(stripped))
+    cells = len(row_cells(stripped))
     return _Line("text", span_start, span_end, indent=lead, cells=cells if cells > 1 else 0)
 
 
-def _cells(row: str) -> list[str]:
+def row_cells(row: str) -> list[str]:
+    """The cells of a table row as the chunker writes it (`a | b | c`), stripped; one cell for a line of prose."""
     return [cell.strip() for cell in _CELL_SEPARATOR.split(row)]
 
 
@@ -226,7 +227,7 @@ def _mark_rows(text: str, lines: list[_Line]) -> None:
             continue
         neighbours = [lines[i] for i in (index - 1, index + 1) if 0 <= i < len(lines)]
         if line.cells >= 3 or any(n.cells == line.cells for n in neighbours):
-            cells = _cells(text[line.start : line.end])
+            cells = row_cells(text[line.start : line.end])
             line.kind = "kv" if line.cells == 2 and _is_label(cells[0]) else "row"
     for index, line in enumerate(lines):  # a lone key/value row is an ordinary row
         if line.kind == "kv":
@@ -446,7 +447,7 @@ class _Builder:
             end += 1
         rows = self.lines[index:end]
         header: _Line | None = None
-        if len(rows) > 1 and _is_header(_cells(self.text[rows[0].start : rows[0].end])):
+        if len(rows) > 1 and _is_header(row_cells(self.text[rows[0].start : rows[0].end])):
             header, rows = rows[0], rows[1:]
         lead_in = self._lead_in(index)
         if lead_in:
@@ -456,7 +457,7 @@ class _Builder:
             if header is not None and header.cells == row.cells:
                 spans.append(_Span(header.start, header.end))
             spans.append(_Span(row.start, row.end))
-            first = _cells(self.text[row.start : row.end])[0]
+            first = row_cells(self.text[row.start : row.end])[0]
             self.candidates.append(_Candidate("row", tuple(spans), first))
         return end
 
@@ -633,10 +634,10 @@ def table_start(text: str) -> tuple[str, bool]:
     before that table (so the row is its header); ("", False) when `text` does not end in a table.
     Rows of one table may differ in width (`ALTER_CONFIGS (33) | Alter | Cluster |` has an empty note)."""
     lines = text.strip().split("\n")
-    if len(_cells(lines[-1])) < 2:
+    if len(row_cells(lines[-1])) < 2:
         return "", False
     start = len(lines) - 1
-    while start > 0 and len(_cells(lines[start - 1])) > 1:
+    while start > 0 and len(row_cells(lines[start - 1])) > 1:
         start -= 1
     return lines[start], start > 0
 
@@ -697,8 +698,8 @@ def with_table_header(unit: EvidenceUnit, header: str) -> EvidenceUnit:
     if unit.kind != "row" or not header:
         return unit
     row = unit.parts[-1]
-    width = len(_cells(row))
-    if len(_cells(header)) != width or (len(unit.parts) > 1 and len(_cells(unit.parts[-2])) == width):
+    width = len(row_cells(row))
+    if len(row_cells(header)) != width or (len(unit.parts) > 1 and len(row_cells(unit.parts[-2])) == width):
         return unit
     return dataclasses.replace(unit, parts=(*unit.parts[:-1], header, row))
 
@@ -849,10 +850,10 @@ def _render_setting(unit: EvidenceUnit) -> str:
 def _row_parts(unit: EvidenceUnit) -> tuple[str, list[str], list[str]]:
     """A row unit's lead-in ("" when none), header cells (empty when none) and cells."""
     parts = list(unit.parts)
-    cells = _cells(parts.pop())
+    cells = row_cells(parts.pop())
     header: list[str] = []
-    if parts and len(_cells(parts[-1])) == len(cells) and " | " in parts[-1]:
-        header = _cells(parts.pop())
+    if parts and len(row_cells(parts[-1])) == len(cells) and " | " in parts[-1]:
+        header = row_cells(parts.pop())
     return (parts[0] if parts else ""), header, cells
 
 
