@@ -182,9 +182,11 @@ def parse_query(
         for name in error_names(line[:MAX_LINE_CHARS]):
             if name not in error_places or (place in FOCUS_PLACES and error_places[name] not in FOCUS_PLACES):
                 error_places[name] = place
-        if place == "error" and len(phrases) < MAX_PHRASES:
-            for name in phrase_names(line[:MAX_LINE_CHARS], MAX_PHRASES - len(phrases)):
-                phrases.setdefault(name, place)
+        # An error line's words, or a message the user quotes: "Broker: Leader not available" names an error.
+        worded = [line] if place == "error" else _quoted(line[:MAX_LINE_CHARS]) if place == "question" else []
+        for part in worded if len(phrases) < MAX_PHRASES else ():
+            for name in phrase_names(part[:MAX_LINE_CHARS], MAX_PHRASES - len(phrases)):
+                phrases.setdefault(name, "error")
     # A command line or stack frame is context for the error it raised: searched only when nothing else is there.
     searched = "\n".join(prose_lines) if prose_lines and context_lines else text
     reduced = reduce_to_signal(searched, max_chars)
@@ -224,11 +226,31 @@ def says_message(description: str, message: str) -> bool:
     return long_enough and (words in message or message in words)
 
 
+def shared_run(description: str, message: str) -> int:
+    """How many words the longest run that a table row's description and a message share has."""
+    ours, theirs = message_words(description).split(), message.split()
+    best = 0
+    previous = [0] * (len(theirs) + 1)
+    for word in ours:
+        current = [0] * (len(theirs) + 1)
+        for j, other in enumerate(theirs, start=1):
+            if word == other:
+                current[j] = previous[j - 1] + 1
+                best = max(best, current[j])
+        previous = current
+    return best
+
+
+def _quoted(line: str) -> list[str]:
+    """What `line` quotes, long enough to be a message."""
+    return [next(g for g in m.groups() if g) for m in _QUOTED_MESSAGE.finditer(line)]
+
+
 def _messages(line: str, place: str) -> list[str]:
     """The messages a line quotes (in the user's words) or prints (an error line), as `message_words`: what
     the user quotes, and what follows each colon in it or in the error line ("…Exception: Broker: The
     consumer group is actively subscribed to the topic")."""
-    quoted = [next(g for g in m.groups() if g) for m in _QUOTED_MESSAGE.finditer(line)] if place == "question" else []
+    quoted = _quoted(line) if place == "question" else []
     printed = [line] if place == "error" else []
     found = quoted + [
         text[m.end() : m.end() + MAX_MESSAGE_CHARS] for text in quoted + printed for m in _MESSAGE_AFTER.finditer(text)

@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,13 +27,14 @@ from rag.identifiers import extract_identifiers, is_plain_two_part
 from rag.index_store import LoadedIndex
 from rag.lexical import bm25_scores, document_frequency, rows_holding, rows_with, tokenize
 from rag.passages import Passage
-from rag.query import Query, QueryIdentifier, says_message
+from rag.query import Query, QueryIdentifier, says_message, shared_run
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
 from rag.units import list_ending, row_cells, starts_in_list, table_start
 
 MESSAGE_TOKENS = 3  # a pasted or quoted message is looked up as a table row's description by its rarest words
 MESSAGE_ROWS = 50  # chunks read back for one message at most
+SHARED_RUN_WORDS = 5  # words a client's own wording of an error shares with its row at least (4-6 measured alike)
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
@@ -265,12 +266,15 @@ class Retriever:
             rarest = sorted((t for t, n in frequency.items() if n), key=frequency.__getitem__)[:MESSAGE_TOKENS]
             if not rarest:
                 continue
-            rows = rows_with(self.index.bm25, rarest[0])
-            for token in rarest[1:]:
-                rows = rows[rows_holding(self.index.bm25, token, rows)]
-            for row in rows[:MESSAGE_ROWS].tolist():
-                for name in _rows_saying(self._record(row)["text"], message):
-                    named.setdefault(QueryIdentifier(name, "error"), name)
+            # Any two of the rarest words: a client's own wording of the error shares most, not all, of them.
+            pairs = [(a, b) for i, a in enumerate(rarest) for b in rarest[i + 1 :]] or [(rarest[0], rarest[0])]
+            found: set[int] = set()
+            for first, second in pairs:
+                rows = rows_with(self.index.bm25, first)
+                found.update(rows[rows_holding(self.index.bm25, second, rows)].tolist())
+            texts = (self._record(row)["text"] for row in sorted(found)[:MESSAGE_ROWS])
+            for name in _rows_saying(texts, message):
+                named.setdefault(QueryIdentifier(name, "error"), name)
         return named
 
     def _record(self, row: int) -> dict:
@@ -477,15 +481,24 @@ class Retriever:
         return not any(self._document_frequency(t) for t in parts)
 
 
-def _rows_saying(text: str, message: str) -> list[str]:
-    """The identifiers named by the first cell of each table row of `text` whose last cell (its description)
-    the message holds, or which holds the message."""
+def _rows_saying(texts: Iterable[str], message: str) -> list[str]:
+    """The identifiers named by the first cell of each table row of `texts` whose last cell (its description)
+    the message holds, or which holds the message; else of the row whose description shares the longest
+    run of words with it, of `SHARED_RUN_WORDS` or more (a client prints the broker's error in its own
+    words: "The consumer group is actively subscribed to the topic" is GROUP_SUBSCRIBED_TO_TOPIC's "…while
+    the consumer group is actively subscribed to it")."""
     names: list[str] = []
-    for line in text.split("\n"):
+    closest: list[str] = []
+    longest = SHARED_RUN_WORDS - 1
+    for line in (line for text in texts for line in text.split("\n")):
         cells = row_cells(line)
-        if len(cells) > 1 and says_message(cells[-1], message):
+        if len(cells) < 2:
+            continue
+        if says_message(cells[-1], message):
             names += extract_identifiers(cells[0])
-    return names
+        elif (run := shared_run(cells[-1], message)) > longest:
+            longest, closest = run, list(extract_identifiers(cells[0]))
+    return names or closest
 
 
 class _IdentifierLookup:

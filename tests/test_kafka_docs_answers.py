@@ -99,6 +99,13 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
             "COORDINATOR_LOAD_IN_PROGRESS",
         ),
         ("Confluent.Kafka.ProduceException: Broker: Unknown Producer Id", "UNKNOWN_PRODUCER_ID"),
+        # a client's own wording of the broker's error, and an error's name quoted in words
+        (
+            'sarama consumer keeps logging "kafka server: The requested offset is outside the range of offsets '
+            'maintained by the server for the given topic/partition". What does it mean?',
+            "OFFSET_OUT_OF_RANGE",
+        ),
+        ('confluent-kafka-go gives "Broker: Leader not available" after creating the topic', "LEADER_NOT_AVAILABLE"),
     ],
 )
 def test_a_quoted_or_pasted_error_message_leads_with_the_row_that_says_it(docs, question, row):

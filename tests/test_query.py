@@ -524,7 +524,7 @@ def test_exception_classes_bring_their_error_names_with_their_place():
     assert "invalid_replication_factor" not in {i.name for i in query.identifiers}  # retrieval adds it if known
 
 
-def test_runs_of_words_of_error_lines_only_are_error_phrases():
+def test_runs_of_words_of_error_lines_are_error_phrases():
     query = parse_query(
         "our .NET producer fails now and then; we never join group twice\n"
         "Confluent.Kafka.ProduceException: Broker: Unknown Producer Id"
@@ -533,6 +533,13 @@ def test_runs_of_words_of_error_lines_only_are_error_phrases():
     assert phrases["unknown_producer_id"] == "error"
     assert "join_group" not in phrases  # the user's own words are not an error's
     assert "unknown_producer_id" not in {i.name for i in query.identifiers}  # retrieval adds it if known
+
+
+def test_a_quoted_message_in_the_users_words_gives_error_phrases_too():
+    query = parse_query('confluent-kafka-go gives "Broker: Leader not available" right after we create the topic')
+    phrases = {i.name: i.place for i in query.error_phrases}
+    assert phrases["leader_not_available"] == "error"
+    assert "create_the_topic" not in phrases and "right_after" not in phrases  # outside the quotes
 
 
 def test_rewrite_takes_the_previous_answers_subject_from_its_first_source():

@@ -201,10 +201,38 @@ def test_the_rows_whose_description_a_pasted_message_says_are_named_by_their_fir
         "The coordinator is loading and hence can't process requests, as this prose line says too."
     )
     loading = message_words("The coordinator is loading and hence can't process requests.")
-    assert _rows_saying(text, loading) == ["coordinator_load_in_progress"]
-    assert _rows_saying(text, message_words("Offset commit failed: " + loading)) == ["coordinator_load_in_progress"]
-    assert _rows_saying(text, message_words("is not the correct coordinator")) == ["not_coordinator"]
-    assert _rows_saying(text, message_words("coordinator is")) == []  # too few words to tell a message by
+    assert _rows_saying([text], loading) == ["coordinator_load_in_progress"]
+    assert _rows_saying([text], message_words("Offset commit failed: " + loading)) == ["coordinator_load_in_progress"]
+    assert _rows_saying([text], message_words("is not the correct coordinator")) == ["not_coordinator"]
+    assert _rows_saying([text], message_words("coordinator is")) == []  # too few words to tell a message by
+
+
+def test_a_message_in_a_clients_own_words_names_the_row_sharing_its_longest_run_of_words():
+    """Clients print the broker's error in their own words; the row sharing the longest run of five or more
+    words with the message is the one, across every chunk of the table, and a row that says the message
+    whole still wins."""
+    from rag.query import message_words
+    from rag.retrieval import _rows_saying
+
+    first_chunk = (
+        "Error | Code | Retriable | Description\n"
+        "OFFSET_OUT_OF_RANGE | 1 | False | The requested offset is not within the range of offsets maintained by "
+        "the server.\n"
+        "UNKNOWN_MEMBER_ID | 25 | False | The coordinator is not aware of this member."
+    )
+    second_chunk = (
+        "GROUP_SUBSCRIBED_TO_TOPIC | 86 | False | Deleting offsets of a topic is forbidden while the consumer group "
+        "is actively subscribed to it.\n"
+        "GROUP_ID_NOT_FOUND | 69 | False | The group id does not exist."
+    )
+    chunks = [first_chunk, second_chunk]
+    sarama = message_words("The requested offset is outside the range of offsets maintained by the server for the")
+    assert _rows_saying(chunks, sarama) == ["offset_out_of_range"]
+    librdkafka = message_words("Broker: The consumer group is actively subscribed to the topic")
+    assert _rows_saying(chunks, librdkafka) == ["group_subscribed_to_topic"]
+    assert _rows_saying(chunks, message_words("the group id of the consumer is wrong")) == []  # 3 words shared
+    exact = message_words("The coordinator is not aware of this member. of the consumer group is actively")
+    assert _rows_saying(chunks, exact) == ["unknown_member_id"]
 
 
 def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
