@@ -125,8 +125,11 @@ def load_ranker(path: Path = RANKER_PATH) -> LinearModel:
 
 
 def _pasted_error_first(order: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray:
-    """`order` with its first candidate that defines a pasted error moved to the front."""
-    position = next((p for p, index in enumerate(order.tolist()) if candidates[index].defines_pasted_error), None)
+    """`order` with its first candidate that defines a pasted error moved to the front: of those defining an
+    error the paste names, if any (`Candidate.defines_pasted_error`)."""
+    grades = [candidates[index].defines_pasted_error for index in order.tolist()]
+    best = max(grades, default=0)
+    position = grades.index(best) if best else None
     if not position:
         return order
     return np.concatenate([order[position : position + 1], order[:position], order[position + 1 :]])

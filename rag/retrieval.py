@@ -84,8 +84,10 @@ class Candidate:
     continues_code: bool = False  # the chunk begins inside a fenced block (`rag.units.build_units`)
     # The chunk defines (in its heading, or a table row's first cell) an identifier of the question's error
     # line, or the error row a message the user quotes names: what the pasted error means
-    # (`rag.ranking.rank` puts the best such chunk first).
-    defines_pasted_error: bool = False
+    # (`rag.ranking.rank` puts the best such chunk first). 2 when that identifier is an error the paste
+    # names (its exception's error name, one spelt in words, the row its message says); 1 for another
+    # identifier of the error line (the `api=CREATE_TOPICS` of a log line's request context).
+    defines_pasted_error: int = 0
 
     def feature(self, name: str) -> float:
         return self.features[RANK_FEATURES.index(name)]
@@ -206,6 +208,7 @@ class Retriever:
             query, mode, order, records, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
         )
         pasted = {i.name for i in query.identifiers if i.place == "error"}
+        named_errors = set(errors.values())
         candidates = tuple(
             Candidate(
                 passage=_passage(records[row], first[row]),
@@ -218,7 +221,7 @@ class Retriever:
                 identifiers=tuple(sorted(set(records[row]["identifiers"]) & wanted)),
                 row=row,
                 continues_code=records[row]["continues_code"],
-                defines_pasted_error=bool(pasted & set(records[row]["defined"])),
+                defines_pasted_error=_defines_pasted_error(set(records[row]["defined"]), pasted, named_errors),
             )
             for row, vector in zip(order, features, strict=True)
         )
@@ -479,6 +482,11 @@ class Retriever:
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)
+
+
+def _defines_pasted_error(defined: set[str], pasted: set[str], named_errors: set[str]) -> int:
+    """`Candidate.defines_pasted_error` of a chunk that defines `defined`."""
+    return 2 if defined & pasted & named_errors else 1 if defined & pasted else 0
 
 
 def _rows_saying(texts: Iterable[str], message: str) -> list[str]:

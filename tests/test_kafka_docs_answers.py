@@ -106,6 +106,13 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
             "OFFSET_OUT_OF_RANGE",
         ),
         ('confluent-kafka-go gives "Broker: Leader not available" after creating the topic', "LEADER_NOT_AVAILABLE"),
+        # the exception's error, not the request the log line's context names (`api=CREATE_TOPICS`)
+        (
+            "ERROR [KafkaApi-1] Error when handling request: clientId=adminclient-1, correlationId=5, "
+            "api=CREATE_TOPICS org.apache.kafka.common.errors.PolicyViolationException: Topic replication factor "
+            "must be at least 2",
+            "POLICY_VIOLATION",
+        ),
     ],
 )
 def test_a_quoted_or_pasted_error_message_leads_with_the_row_that_says_it(docs, question, row):

@@ -28,7 +28,7 @@ def make_candidate(
     unit_vectors: np.ndarray | None = None,
     matched_terms: frozenset[str] = frozenset(),
     identifiers: tuple[str, ...] = (),
-    defines_pasted_error: bool = False,
+    defines_pasted_error: int = 0,
 ) -> Candidate:
     """A candidate built by hand: features default to 0 except those given by name."""
     values = {name: 0.0 for name in RANK_FEATURES} | {"dense": dense} | (features or {})
@@ -205,10 +205,10 @@ def test_the_best_chunk_defining_the_pasted_error_comes_first_in_hybrid_mode(mod
         [
             make_candidate("tool", section=("D", "1"), first_stage=0.9, features={"bm25": 0.9}),
             make_candidate(
-                "row-a", section=("D", "2"), first_stage=0.5, features={"bm25": 0.2}, defines_pasted_error=True
+                "row-a", section=("D", "2"), first_stage=0.5, features={"bm25": 0.2}, defines_pasted_error=2
             ),
             make_candidate(
-                "row-b", section=("D", "3"), first_stage=0.1, features={"bm25": 0.5}, defines_pasted_error=True
+                "row-b", section=("D", "3"), first_stage=0.1, features={"bm25": 0.5}, defines_pasted_error=2
             ),
             make_candidate("other", section=("D", "4"), first_stage=0.3, features={"bm25": 0.7}),
         ],
@@ -218,6 +218,19 @@ def test_the_best_chunk_defining_the_pasted_error_comes_first_in_hybrid_mode(mod
     expected = ["row-b", "tool", "other", "row-a"] if mode == "hybrid" else ["tool", "row-a", "other", "row-b"]
     assert _ids(ranked) == expected
     assert ranked.scores[0] == pytest.approx(0.5 if mode == "hybrid" else 0.9)  # scores stay the model's
+
+
+def test_a_chunk_defining_an_error_the_paste_names_comes_before_one_defining_its_request_context():
+    """`api=CREATE_TOPICS …PolicyViolationException`: the POLICY_VIOLATION row explains the error, the
+    CREATE_TOPICS row of an ACL table only names the request that met it."""
+    pool = make_pool(
+        [
+            make_candidate("acl", section=("D", "1"), features={"bm25": 0.9}, defines_pasted_error=1),
+            make_candidate("tool", section=("D", "2"), features={"bm25": 0.7}),
+            make_candidate("error-row", section=("D", "3"), features={"bm25": 0.1}, defines_pasted_error=2),
+        ]
+    )
+    assert _ids(rank(pool, k=3, max_per_section=4, model=one_feature_model("bm25"))) == ["error-row", "acl", "tool"]
 
 
 def test_ties_keep_the_pool_order():
