@@ -413,6 +413,7 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     weights = ranked.pool.evidence.term_weights
     total = sum(weights.values()) or 1.0
     focus, context = query.focus_identifiers, query.context_identifiers
+    pasted_error = any(i.place == "error" for i in query.identifiers)
     asked = frozenset(query.tokens)
     scored = []
     # The items of a list an earlier chunk introduced, when the chunk begins inside one, show its lead-in.
@@ -432,6 +433,10 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
         echo = (bool(context & identifiers) and not named) or (
             unit.kind == "code" and _repeats(terms, asked, shape.echo_share)
         )
+        # A unit that names an exception the pasted error is not (a log of another failure, code that
+        # handles another exception) looks like the paste, and is about something else.
+        exceptions = {i for i in identifiers if i.endswith("exception")}
+        echo = echo or (pasted_error and bool(exceptions) and not (exceptions & focus) and not named)
         score = (
             similarity
             + shape.overlap_weight * overlap

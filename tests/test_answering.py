@@ -762,6 +762,29 @@ def test_a_log_excerpt_of_the_users_own_log_lines_is_lowered_too():
     assert "ReplicaFetcherThread" not in lowered.text and "same host/port" in lowered.text
 
 
+def test_a_unit_naming_another_exception_than_the_pasted_one_is_lowered_too():
+    """A log of another failure, or code that handles another exception, looks like the user's paste and is
+    about something else."""
+    axes = _Axes()
+    question = "org.apache.kafka.common.errors.InvalidTxnStateException: The producer attempted an invalid operation."
+    text = (
+        "If the keystore password is wrong, the producer fails to start with:\n\n"
+        "org.apache.kafka.common.KafkaException: Failed to construct kafka producer\n\n"
+        "Abort the open transaction and close the producer before you retry."
+    )
+    top = candidate(axes, "top", text, [0.9, 0.7])
+    plain = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1))
+    lowered = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3))
+    assert "KafkaException" in plain.text
+    assert "KafkaException" not in lowered.text and "Abort the open transaction" in lowered.text
+    own = question.split(":")[0]  # the same log naming the pasted exception is about it
+    about = candidate(axes, "about", text.replace("org.apache.kafka.common.KafkaException", own), [0.9, 0.7])
+    assert (
+        "InvalidTxnStateException"
+        in extract_answer(ranked([about], question), shape(max_units_troubleshoot=1, echo_weight=0.3)).text
+    )
+
+
 def test_units_of_another_splitter_are_never_quoted():
     """Unit vectors that do not match the chunk's units (an index built by another splitter) are skipped."""
     axes = _Axes()
