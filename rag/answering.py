@@ -58,7 +58,9 @@ class AnswerShape:
     identifier_weight: float  # a unit that names an identifier the question is about
     rank_weight: float  # prior for units of higher-ranked passages
     neighbour_weight: float  # for a unit next to one already chosen in the same passage
-    echo_weight: float  # against a unit naming what the user's pasted command or stack frame names, and nothing asked
+    # against a unit naming what the user's pasted command or stack frame names and nothing asked, or an
+    # exception the pasted error is not
+    echo_weight: float
     echo_share: float  # ... or a code unit with this share of its words in the question (the user's own log lines)
     max_chars: int  # stop adding units past this many characters
 

@@ -72,7 +72,7 @@ class Settings:
     unit_identifier_weight: float = 0.0
     unit_rank_weight: float = 0.3
     unit_neighbour_weight: float = 0.05  # for a unit next to one already in the answer, in the same passage
-    unit_echo_weight: float = 0.3  # against a unit that only repeats the user's pasted command or stack frame
+    unit_echo_weight: float = 0.3  # against a unit that repeats the user's pasted command, or names another exception
     unit_echo_share: float = 0.8  # ... or a code unit with this share of its words in the question (their log lines)
     # The rendered answer (quoted words, names, labels, markers, part headings) stays within this many
     # characters: concise by construction on any mix of questions (a limit on the tuning parts' median alone
