@@ -108,8 +108,9 @@ class Query:
     # The error names the question's exception classes stand for, where each sits; retrieval adds to
     # `identifiers` the ones its corpus carries.
     error_names: tuple[QueryIdentifier, ...] = ()
-    # Runs of words of the error lines spelt as error names (`phrase_names`): retrieval adds those its corpus
-    # carries, whole ("Broker: Unknown topic or partition" is `UNKNOWN_TOPIC_OR_PARTITION`).
+    # Runs of words of the error lines and of the messages the user quotes, spelt as error names
+    # (`phrase_names`): retrieval adds those its corpus carries, whole ("Broker: Unknown topic or partition"
+    # is `UNKNOWN_TOPIC_OR_PARTITION`).
     error_phrases: tuple[QueryIdentifier, ...] = ()
     opening_names: tuple[str, ...] = ()  # capitalised first words of its sentences: names only if the corpus lacks them
     # Words the user's pasted command lines give as flag values, and one-word names they quote in their own
@@ -227,7 +228,7 @@ def says_message(description: str, message: str) -> bool:
 
 
 def shared_run(description: str, message: str) -> int:
-    """How many words the longest run that a table row's description and a message share has."""
+    """The length, in words, of the longest run of words that a table row's description and a message share."""
     ours, theirs = message_words(description).split(), message.split()
     best = 0
     previous = [0] * (len(theirs) + 1)

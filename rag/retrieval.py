@@ -261,7 +261,7 @@ class Retriever:
     def _described_errors(self, query: Query) -> dict[QueryIdentifier, str]:
         """The names of the table rows whose description is a message the question pastes or quotes: "The
         coordinator is loading and hence can't process requests." is `COORDINATOR_LOAD_IN_PROGRESS`. Looked
-        up by the message's rarest words in the BM25 postings, then read in the few chunks that hold them all.
+        up by the message's rarest words in the BM25 postings, then read in the few chunks that hold any two.
         A quoted message is an error the user reports, as a pasted one is: both name an error-line identifier."""
         named: dict[QueryIdentifier, str] = {}
         for message in query.messages:
