@@ -731,7 +731,6 @@ def test_the_question_terms_and_identifiers_raise_a_unit():
 def test_a_unit_that_repeats_the_pasted_command_is_lowered_by_the_echo_weight():
     """The user ran kafka-server-start.sh: quoting "Start the server: $ bin/kafka-server-start.sh …" back
     tells them nothing, so with the weight the statement about their error leads."""
-    axes = _Axes()
     question = (
         "Fresh KRaft node won't start:\n./kafka-server-start.sh ../config/kraft/server.properties\n"
         "java.lang.RuntimeException: No readable meta.properties files found."
@@ -741,23 +740,19 @@ def test_a_unit_that_repeats_the_pasted_command_is_lowered_by_the_echo_weight():
         "Start the Kafka server:\n\n$ bin/kafka-server-start.sh config/kraft/server.properties\n\n"
         "Format the log directories with kafka-storage.sh before the first start."
     )
-    top = candidate(axes, "top", text, [0.8, 0.7])
-    plain = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1))
-    lowered = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3))
+    plain, lowered = _one_unit_without_and_with(question, text, [0.8, 0.7], {}, {"echo_weight": 0.3})
     assert "kafka-server-start.sh" in plain.text
     assert "kafka-server-start.sh" not in lowered.text and "Format the log directories" in lowered.text
 
 
 def test_a_log_excerpt_of_the_users_own_log_lines_is_lowered_too():
-    axes = _Axes()
     log = "ERROR [ReplicaFetcherThread-0-6], Error for partition [test,22] to broker 6:class kafka.common.UnknownError"
     question = f"broker log spam:\n{log}"
     text = (
         f"The broker logs errors like:\n\n{log}\n\nA common problem is that two brokers registered the same host/port."
     )
-    top = candidate(axes, "top", text, [0.9, 0.7])
-    plain = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3))
-    lowered = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3, echo_share=0.8))
+    echo = {"echo_weight": 0.3}
+    plain, lowered = _one_unit_without_and_with(question, text, [0.9, 0.7], echo, echo | {"echo_share": 0.8})
     assert "ReplicaFetcherThread" in plain.text
     assert "ReplicaFetcherThread" not in lowered.text and "same host/port" in lowered.text
 
@@ -765,23 +760,27 @@ def test_a_log_excerpt_of_the_users_own_log_lines_is_lowered_too():
 def test_a_unit_naming_another_exception_than_the_pasted_one_is_lowered_too():
     """A log of another failure, or code that handles another exception, looks like the user's paste and is
     about something else."""
-    axes = _Axes()
     question = "org.apache.kafka.common.errors.InvalidTxnStateException: The producer attempted an invalid operation."
     text = (
         "If the keystore password is wrong, the producer fails to start with:\n\n"
         "org.apache.kafka.common.KafkaException: Failed to construct kafka producer\n\n"
         "Abort the open transaction and close the producer before you retry."
     )
-    top = candidate(axes, "top", text, [0.9, 0.7])
-    plain = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1))
-    lowered = extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, echo_weight=0.3))
+    plain, lowered = _one_unit_without_and_with(question, text, [0.9, 0.7], {}, {"echo_weight": 0.3})
     assert "KafkaException" in plain.text
     assert "KafkaException" not in lowered.text and "Abort the open transaction" in lowered.text
     own = question.split(":")[0]  # the same log naming the pasted exception is about it
-    about = candidate(axes, "about", text.replace("org.apache.kafka.common.KafkaException", own), [0.9, 0.7])
-    assert (
-        "InvalidTxnStateException"
-        in extract_answer(ranked([about], question), shape(max_units_troubleshoot=1, echo_weight=0.3)).text
+    about = text.replace("org.apache.kafka.common.KafkaException", own)
+    _, kept = _one_unit_without_and_with(question, about, [0.9, 0.7], {}, {"echo_weight": 0.3})
+    assert "InvalidTxnStateException" in kept.text
+
+
+def _one_unit_without_and_with(question: str, text: str, scores, without: dict, with_: dict):
+    """The one-unit troubleshooting answers from one passage under two answer shapes."""
+    top = candidate(_Axes(), "top", text, scores)
+    return tuple(
+        extract_answer(ranked([top], question), shape(max_units_troubleshoot=1, **values))
+        for values in (without, with_)
     )
 
 
