@@ -155,3 +155,12 @@ def defined_identifiers(section_path: Sequence[str], text: str) -> frozenset[str
     for match in _ROW_HEAD.finditer(text):
         defined.update(extract_identifiers(match.group(0)))
     return frozenset(defined)
+
+
+# A command-line option as the corpus's commands spell it: `--group billing`, `--topic=orders`.
+_COMMAND_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?![\w-])")
+
+
+def command_flags(text: str) -> frozenset[str]:
+    """The option names `text` uses on command lines, without their dashes (`group` for `--group`)."""
+    return frozenset(_COMMAND_FLAG.findall(text))

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from rag.chunking import lexical_text
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
-from rag.identifiers import defined_identifiers
+from rag.identifiers import command_flags, defined_identifiers
 from rag.lexical import load_bm25, write_bm25
 from rag.synthetic import SyntheticQuery, synthetic_queries
 from rag.units import UNITS_VERSION
@@ -53,6 +53,7 @@ UNIT_OFFSETS_FILE = "unit_offsets.i64"
 FAISS_FILE = "faiss.index"
 UNITS_FAISS_FILE = "units.faiss"
 SYNTHETIC_FILE = "synthetic_queries.parquet"
+MAX_COMMAND_FLAGS = 10_000  # option names kept for the manifest: a docs corpus uses ~150
 
 CHUNK_SCHEMA = pa.schema(
     [
@@ -309,6 +310,7 @@ class VersionWriter:
         self._pending: list[Mapping[str, Any]] = []
         self._document = ""
         self._seen: set[str] = set()  # the current document's chunk ids
+        self._flags: set[str] = set()
         self.dimension = 0
         self.rows = 0
 
@@ -345,6 +347,9 @@ class VersionWriter:
         units = [np.asarray(r["unit_vectors"], dtype=np.float32).reshape(-1, self.dimension) for r in rows]
         batch = {name: [r[name] for r in rows] for name in CHUNK_SCHEMA.names}
         batch["defined"] = [sorted(defined_identifiers(r["section_path"], r["text"])) for r in rows]
+        for r in rows:
+            if len(self._flags) < MAX_COMMAND_FLAGS:
+                self._flags.update(command_flags(r["text"]))
         self._chunks.write_batch(pa.RecordBatch.from_pydict(batch, schema=STORED_SCHEMA))
         self._vectors.write(vectors.tobytes())
         for row_units in units:
@@ -383,6 +388,9 @@ class VersionWriter:
                 "vectors": shapes,
                 "faiss": dense,
                 "units_faiss": unit_index,
+                # The option names the corpus's commands take (`--group`): a question's word after one of
+                # them is the user's own name ("lag on group fraud-scorer"), `rag.retrieval`.
+                "command_flags": sorted(self._flags),
             }
             (self.staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), "utf-8")
             self.staging.rename(final)

@@ -15,6 +15,7 @@ stack frame). Retrieval, ranking, answering and abstention all read this one val
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,9 @@ _FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 # A name the user quotes in their own words, one word in '…' or "…": their topic, group or host
 # ("Topic 'some_topic' shows up as 'cluster1.some_topic'"), not a word the corpus should know.
 _QUOTED_NAME = re.compile(r"(?<![\w'\"])['\"]([^'\"\s]{2,80})['\"](?![\w'\"])")
+# A word and the name after it, quoted or not: "lag on group fraud-scorer", "topic `customer-state`".
+_WORD_THEN_NAME = re.compile(r"\b([A-Za-z]+)(?=\s+[`'\"]?([A-Za-z0-9][\w.-]{0,79}[A-Za-z0-9]))")
+MAX_NAMED_AFTER = 200  # word pairs kept per question
 # A message the user quotes or pastes: several words in "…", '…' or `…`, or what follows a colon on an
 # error line ("…Exception: The coordinator is not aware of this member.", "Offset commit failed on partition
 # p-0: The coordinator is loading and hence can't process requests.").
@@ -119,6 +123,9 @@ class Query:
     # The messages the user quotes or pastes, as `message_words` spells them: a reference row that says
     # the same words ("The coordinator is not aware of this member.") is the one they ask about.
     messages: tuple[str, ...] = ()
+    # Each word of the user's own lines with the name after it ("group fraud-scorer"): retrieval counts the
+    # name among `own_terms` when the corpus's commands take the word as an option (`--group`).
+    named_after: tuple[tuple[str, str], ...] = ()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -157,6 +164,7 @@ def parse_query(
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
     own_words: list[str] = []
     own_terms: set[str] = set()
+    named_after: list[tuple[str, str]] = []
     messages: list[str] = []
     phrases: dict[str, str] = {}
     context_lines = 0
@@ -173,6 +181,9 @@ def parse_query(
         if place == "question":
             own_words.append(line)
             own_terms.update(t for value in _QUOTED_NAME.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
+            if len(named_after) < MAX_NAMED_AFTER:
+                pairs = ((word.lower(), name) for word, name in _WORD_THEN_NAME.findall(line[:MAX_LINE_CHARS]))
+                named_after.extend(itertools.islice(pairs, MAX_NAMED_AFTER - len(named_after)))
         elif place == "command":
             own_terms.update(t for value in _FLAG_VALUE.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
         for name in extract_identifiers(line[:MAX_LINE_CHARS]):
@@ -211,6 +222,7 @@ def parse_query(
         error_phrases=tuple(QueryIdentifier(n, p) for n, p in phrases.items() if n not in places),
         own_terms=frozenset(own_terms),
         messages=tuple(dict.fromkeys(messages))[:MAX_MESSAGES],
+        named_after=tuple(dict.fromkeys(named_after)),
     )
 
 

@@ -135,6 +135,7 @@ class Retriever:
                 self._heading_df[token] += entry["counts"]
         self._heading_avg = heading_tokens / max(self._size, 1)
         self._position = _positions(chunks)
+        self._command_flags = frozenset(index.manifest.get("command_flags", ()))
         # Rows are read from the table's record batches: `Table.take` would concatenate whole columns first.
         self._batches = chunks.to_batches()
         self._batch_starts = np.cumsum([0, *(len(batch) for batch in self._batches)])
@@ -153,6 +154,9 @@ class Retriever:
             raise RetrievalError(f"Unknown retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
+        named = self._names_after_flags(query)
+        if named:  # the user's own topic, group or host, as they name it after the word for it
+            query = dataclasses.replace(query, own_terms=query.own_terms | named)
         # Two-part dotted words no chunk carries are no key of this corpus; those the question is about still
         # count as unknown to it when they look like keys of its kind ("`default.goals`" of another product).
         unknown_keys = self._unknown_keys(query)
@@ -227,6 +231,13 @@ class Retriever:
         )
         timings["features"] = elapsed_ms(started)
         return CandidatePool(query, mode, candidates, evidence, timings)
+
+    def _names_after_flags(self, query: Query) -> frozenset[str]:
+        """The tokens of the names that follow a word the corpus's commands take as an option: "lag on group
+        fraud-scorer" names the user's group as `--group fraud-scorer` would, not a subject the corpus lacks."""
+        return frozenset(
+            token for word, name in query.named_after if word in self._command_flags for token in tokenize(name)
+        )
 
     def _unknown_keys(self, query: Query) -> frozenset[QueryIdentifier]:
         """The question's two-part dotted words that no chunk carries: `buffer.memory` is a key where the

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.identifiers import error_names, extract_identifiers, is_plain_two_part, phrase_names
+from rag.identifiers import command_flags, error_names, extract_identifiers, is_plain_two_part, phrase_names
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -202,3 +202,18 @@ def test_plain_two_part_words_are_the_ones_only_the_corpus_can_tell(identifier, 
 )
 def test_runs_of_words_spelt_as_error_names(text, expected):
     assert phrase_names(text, 6 if text.startswith("one") else 100) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "$ bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group my-group",
+            {"bootstrap-server", "describe", "group"},
+        ),
+        ("kafka-topics.sh --topic=orders --partitions 3", {"topic", "partitions"}),
+        ("prose -- with a dash, a---rule, x--y and --Upper or --9", set()),
+    ],
+)
+def test_command_flags_are_the_option_names_without_dashes(text, expected):
+    assert command_flags(text) == expected

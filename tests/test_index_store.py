@@ -107,6 +107,17 @@ def test_write_version_publishes_and_each_build_moves_the_pointer(tmp_path):
     assert not list(index_dir.glob(".CURRENT.*"))  # the temporary pointer was renamed into place
 
 
+def test_the_manifest_lists_the_option_names_the_corpus_commands_take(tmp_path):
+    index_dir = tmp_path / "index"
+    table, _ = _table(6)
+    texts = table.column("text").to_pylist()
+    texts[2] = "Describe it:\n$ bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group g"
+    texts[4] = "Then run kafka-topics.sh --topic=orders -- and nothing else."
+    table = table.set_column(table.schema.get_field_index("text"), "text", [texts])
+    write_version(index_dir, table, _manifest(), flat_max=100_000)
+    assert read_manifest(index_dir)["command_flags"] == ["bootstrap-server", "describe", "group", "topic"]
+
+
 def test_a_version_folder_holds_the_whole_build(tmp_path):
     index_dir = tmp_path / "index"
     version = _write(index_dir, count=12)

@@ -184,6 +184,22 @@ def test_share_group_cli_is_not_documented_so_it_abstains(docs):
 
 
 @pytest.mark.parametrize(
+    ("question", "subject"),
+    [
+        ("Brokers restart and the ISR for topic invoices-v2 shrinks to 1. Why?", "ISR"),
+        ("Consumer lag on group fraud-scorer is growing. How can I see the lag per partition from the CLI?", "lag"),
+    ],
+    ids=["topic", "group"],
+)
+def test_the_users_own_topic_or_group_name_does_not_make_a_covered_question_unknown(docs, question, subject):
+    """The docs' commands take `--topic` and `--group`: the word after "topic" or "group" is the user's own
+    name, not a subject the knowledge base lacks (both questions were declined before)."""
+    answer = docs.ask(question)
+    assert not answer.abstained, shown(answer)
+    assert subject in answer.text, shown(answer)
+
+
+@pytest.mark.parametrize(
     "question",
     [
         pytest.param(

@@ -385,6 +385,16 @@ def test_a_name_quoted_in_the_users_words_is_their_own_term():
     assert parse_query("why can't the consumer's group 'rebalance quickly'?").own_terms == frozenset()  # not one word
 
 
+def test_each_word_of_the_users_own_lines_is_paired_with_the_name_after_it():
+    query = parse_query(
+        "Consumer lag on group fraud-scorer is growing for topic `invoices-v2`.\n"
+        "bin/kafka-consumer-groups.sh --describe --group other-group"
+    )
+    assert {("group", "fraud-scorer"), ("topic", "invoices-v2"), ("lag", "on")} <= set(query.named_after)
+    assert not any(name == "other-group" for _, name in query.named_after)  # a command line's values are own_terms
+    assert "fraud-scorer" not in query.own_terms  # whether "group" names the user's own is the corpus's call
+
+
 @pytest.mark.parametrize(
     ("question", "messages"),
     [

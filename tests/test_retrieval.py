@@ -331,7 +331,7 @@ def test_query_evidence_reads_unknown_words_names_and_identifiers(retriever, sta
 
 def test_the_users_own_resources_in_a_pasted_command_are_not_unknown_words(retriever, stage):
     """'zorbgroup' is the group the user's command names: their resource, not a topic the corpus lacks."""
-    prose = "the transaction timeout hits for group zorbgroup"
+    prose = "the transaction timeout hits zorbgroup"
     alone = retriever.retrieve(parse_query(prose), 5, "hybrid", stage).evidence
     pasted = retriever.retrieve(
         parse_query(f"{prose}\nbin/kafka-consumer-groups.sh --describe --group zorbgroup"), 5, "hybrid", stage
@@ -339,6 +339,16 @@ def test_the_users_own_resources_in_a_pasted_command_are_not_unknown_words(retri
     assert alone.unknown_term_share > 0.0
     assert pasted.unknown_term_share == 0.0
     assert pasted.term_weights["zorbgroup"] == alone.term_weights["zorbgroup"]  # still a weighed search term
+
+
+def test_a_name_after_a_word_the_corpus_takes_as_an_option_is_the_users_own(retriever, stage):
+    """The seed corpus's commands take `--group`: "group zorbgroup" names the user's group, as
+    `--group zorbgroup` would; "bunch zorbgroup" does not."""
+    assert "group" in retriever.index.manifest["command_flags"]
+    named = retriever.retrieve(parse_query("the transaction timeout hits group zorbgroup"), 5, "hybrid", stage)
+    other = retriever.retrieve(parse_query("the transaction timeout hits bunch zorbgroup"), 5, "hybrid", stage)
+    assert "zorbgroup" in named.query.own_terms and named.evidence.unknown_term_share == 0.0
+    assert "zorbgroup" not in other.query.own_terms and other.evidence.unknown_term_share > 0.0
 
 
 def test_a_quoted_resource_name_is_not_an_unknown_identifier(retriever, stage):
