@@ -35,7 +35,7 @@ from rag.identifiers import extract_identifiers
 # 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
 # 6: a list of bare names is one unit with the sentence before it
-UNITS_VERSION = 6
+UNITS_VERSION = 7
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -179,8 +179,8 @@ def _scan(text: str, continues_code: bool = False) -> list[_Line]:
         if content:
             lines.append(_Line("fence", content[0][0], content[-1][1]))
         index = closing + 1
-    _mark_rows(text, lines)
     _mark_commands(lines)
+    _mark_rows(text, lines)
     return lines
 
 
@@ -207,12 +207,13 @@ def _classify(text: str, start: int, end: int) -> _Line:
     span_start, span_end = start + lead, start + lead + len(stripped)
     if _ITEM.match(line):
         return _Line("item", span_start, span_end, indent=lead)
-    if _COMMENT.match(stripped):
-        return _Line("comment", span_start, span_end, indent=lead)
+    cells = len(row_cells(stripped))
+    cells = cells if cells > 1 else 0
+    if _COMMENT.match(stripped):  # kept for a table row it may turn out to be: "# of offline log directories | …"
+        return _Line("comment", span_start, span_end, indent=lead, cells=cells)
     if _COMMAND.match(stripped) or _LOG_LINE.match(stripped):
         return _Line("command", span_start, span_end, indent=lead)
-    cells = len(row_cells(stripped))
-    return _Line("text", span_start, span_end, indent=lead, cells=cells if cells > 1 else 0)
+    return _Line("text", span_start, span_end, indent=lead, cells=cells)
 
 
 def row_cells(row: str) -> list[str]:

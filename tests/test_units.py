@@ -452,6 +452,22 @@ def test_rows_without_their_header_in_the_chunk_are_units_too():
     assert all(len(u.parts) == 1 for u in units)
 
 
+def test_rows_whose_first_cell_begins_with_a_hash_are_rows_not_comments():
+    """The monitoring table counts things: "# of under minIsr partitions | … | 0" is a row, read as one."""
+    text = (
+        "Description | Mbean name | Normal value\n"
+        "# of offline log directories | kafka.log:type=LogManager,name=OfflineLogDirectoryCount | 0\n"
+        "# of under minIsr partitions (|ISR| < min.insync.replicas) | "
+        "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount | 0"
+    )
+    units = build_units(text)
+    assert _kinds(units) == ["row", "row"]
+    assert units[1].subject == "# of under minIsr partitions (|ISR| < min.insync.replicas)"
+    assert units[1].parts == tuple(text.split("\n")[::2])
+    # shown as code, never as a Markdown heading
+    assert render_unit(units[1], 1).startswith("`# of under minIsr partitions (|ISR| < min.insync.replicas)` (")
+
+
 def test_a_lone_pipe_in_prose_is_not_a_table():
     text = "Filter the log with grep ERROR server.log | tail -5 to see the latest."
     assert _kinds(build_units(text)) == ["sentence"]
