@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ BM25_B = 0.75
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+_CAMEL_CASE = re.compile(r"[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`, `commitSync`
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,9 @@ class Retriever:
             raise RetrievalError(f"Unknown retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        named = self._names_after_flags(query)
-        if named:  # the user's own topic, group or host, as they name it after the word for it
-            query = dataclasses.replace(query, own_terms=query.own_terms | named)
+        own_names = self._names_after_flags(query)
+        if own_names:  # the user's own topic, group or host, as they name it after the word for it
+            query = dataclasses.replace(query, own_terms=query.own_terms | own_names)
         # Two-part dotted words no chunk carries are no key of this corpus; those the question is about still
         # count as unknown to it when they look like keys of its kind ("`default.goals`" of another product).
         unknown_keys = self._unknown_keys(query)
@@ -171,6 +172,11 @@ class Retriever:
         if errors:  # searched and matched like the identifiers the user wrote, in the same place
             named = tuple(dataclasses.replace(i, name=name) for i, name in errors.items())
             query = dataclasses.replace(query, identifiers=query.identifiers + named)
+        names = self._carried_names(query)
+        if names:  # `UnderMinIsrPartitionCount`, `KafkaStreams`: what the question is about, as its keys are
+            query = dataclasses.replace(
+                query, identifiers=query.identifiers + tuple(QueryIdentifier(name, "question") for name in names)
+            )
         query_vector = self._queries.encode(query.text)
         timings["embed_query"] = elapsed_ms(started)
 
@@ -188,11 +194,19 @@ class Retriever:
 
         started = time.perf_counter()
         wanted = {i.name for i in query.identifiers}
-        matched = self._identifier_lookup.matches(wanted) if mode == "hybrid" else {}
-        identifier_order = self._identifier_order(matched, query_vector, depth)
+        matched = self._identifier_lookup.matches(wanted - names.keys()) if mode == "hybrid" else {}
+        names_at: dict[int, set[str]] = {}
+        for name, carriers in names.items():
+            for row in carriers.tolist():
+                names_at.setdefault(row, set()).add(name)
+        if mode == "hybrid":
+            matched |= {row: matched.get(row, frozenset()) | held for row, held in names_at.items()}
+        idf = functools.partial(self._idf, names)
+        identifier_order = self._identifier_order(matched, query_vector, depth, idf)
         unit_order = self._unit_order(query_vector, depth) if mode == "hybrid" else []
         rows = sorted({*dense_order, *lexical_order, *identifier_order, *unit_order})  # ascending reads from the maps
         records = {row: self._record(row) for row in rows}
+        carried = {row: frozenset(records[row]["identifiers"]) | names_at.get(row, set()) for row in rows}
         dense_scores = np.asarray(self.index.vectors[rows], dtype=np.float32) @ query_vector
         dense_of = dict(zip(rows, dense_scores.tolist(), strict=True))
         unit_vectors = {row: self.index.unit_vectors(row) for row in rows}
@@ -206,10 +220,22 @@ class Retriever:
             i.focus and i.name not in query.own_terms and self._identifier_lookup.shares_a_key_part(i.name)
             for i in unknown_keys
         )  # not the user's quoted 'my.topic', nor their `dc1.orders`
-        evidence = self._query_evidence(query, errors, unknown_asked)
+        evidence = self._query_evidence(query, errors, unknown_asked, names.keys())
         matched_terms = self._matched_terms(rows, evidence.term_weights)
         features = self._features(
-            query, mode, order, records, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
+            query,
+            mode,
+            order,
+            records,
+            carried,
+            lexical,
+            dense_of,
+            best_unit,
+            first,
+            evidence,
+            stage,
+            idf,
+            matched_terms,
         )
         pasted = {i.name for i in query.identifiers if i.place == "error"}
         named_errors = set(errors.values())
@@ -222,7 +248,7 @@ class Retriever:
                 unit_scores=unit_scores[row],
                 unit_vectors=unit_vectors[row],
                 matched_terms=matched_terms[row],
-                identifiers=tuple(sorted(set(records[row]["identifiers"]) & wanted)),
+                identifiers=tuple(sorted(carried[row] & wanted)),
                 row=row,
                 continues_code=records[row]["continues_code"],
                 defines_pasted_error=_defines_pasted_error(set(records[row]["defined"]), pasted, named_errors),
@@ -238,6 +264,27 @@ class Retriever:
         return frozenset(
             token for word, name in query.named_after if word in self._command_flags for token in tokenize(name)
         )
+
+    def _carried_names(self, query: Query) -> dict[str, np.ndarray]:
+        """The CamelCase names of the user's own words that the corpus holds, each as its one BM25 token with
+        the rows holding it: a metric (`UnderMinIsrPartitionCount`) or a class (`KafkaStreams`) is what the
+        question is about, as a key or an exception is, though no identifier pattern spells it."""
+        known = {i.name for i in query.identifiers}
+        found: dict[str, np.ndarray] = {}
+        for name in query.names:
+            tokens = tokenize(name) if _CAMEL_CASE.fullmatch(name) else []
+            if len(tokens) == 1 and tokens[0] not in known and tokens[0] not in found:
+                rows = rows_with(self.index.bm25, tokens[0])
+                if len(rows):
+                    found[tokens[0]] = rows
+        return found
+
+    def _idf(self, names: Mapping[str, np.ndarray], identifier: str) -> float:
+        """An identifier's weight: rarer in the corpus weighs more (a name's carriers are its BM25 rows)."""
+        carriers = names.get(identifier)
+        if carriers is None:
+            return self._identifier_lookup.idf(identifier)
+        return math.log(1 + self.size / len(carriers))
 
     def _unknown_keys(self, query: Query) -> frozenset[QueryIdentifier]:
         """The question's two-part dotted words that no chunk carries: `buffer.memory` is a key where the
@@ -351,7 +398,9 @@ class Retriever:
         # lookback ran out before the section's start.
         return header if read < LOOKBACK_CHUNKS else ""
 
-    def _identifier_order(self, matched: dict[int, frozenset[str]], query_vector: np.ndarray, depth: int) -> list[int]:
+    def _identifier_order(
+        self, matched: dict[int, frozenset[str]], query_vector: np.ndarray, depth: int, idf: Callable[[str], float]
+    ) -> list[int]:
         """Rows carrying the question's identifiers, most identifier weight first, then closest to the
         question: the top `depth`, as the other channels hand down theirs. A tool or setting name can sit in
         thousands of chunks of a big corpus, and every candidate costs its features (at 10^6 chunks a
@@ -362,8 +411,8 @@ class Retriever:
         closeness = dict(
             zip(rows, (np.asarray(self.index.vectors[rows], np.float32) @ query_vector).tolist(), strict=True)
         )
-        idf = {i: self._identifier_lookup.idf(i) for i in set().union(*matched.values())}
-        strength = {row: sum(idf[i] for i in ids) for row, ids in matched.items()}
+        weight = {i: idf(i) for i in set().union(*matched.values())}
+        strength = {row: sum(weight[i] for i in ids) for row, ids in matched.items()}
         return sorted(rows, key=lambda row: (-strength[row], -closeness[row], row))[:depth]
 
     def _unit_order(self, query_vector: np.ndarray, depth: int) -> list[int]:
@@ -400,11 +449,23 @@ class Retriever:
         return fused
 
     def _features(
-        self, query, mode, order, records, lexical, dense_of, best_unit, first, evidence, stage, matched_terms
+        self,
+        query,
+        mode,
+        order,
+        records,
+        carried,
+        lexical,
+        dense_of,
+        best_unit,
+        first,
+        evidence,
+        stage,
+        idf,
+        matched_terms,
     ) -> list[tuple[float, ...]]:
         weights = evidence.term_weights
         total_weight = sum(weights.values()) or 1.0
-        idf = self._identifier_lookup.idf
         focus = {i: idf(i) for i in query.focus_identifiers}
         context = {i: idf(i) for i in query.context_identifiers}
         best_bm25 = max((float(lexical[row]) for row in order), default=0.0) or 1.0
@@ -414,7 +475,6 @@ class Retriever:
         rrf_scale = stage.rrf_k + 1  # a first place in one order scores ~1
         vectors: list[tuple[float, ...]] = []
         for row in order:
-            carried = frozenset(records[row]["identifiers"])
             heading_terms = heading_counts[row]
             vectors.append(
                 (
@@ -425,8 +485,8 @@ class Retriever:
                     heading[row] / best_heading,
                     sum(w for t, w in weights.items() if t in heading_terms) / total_weight,
                     sum(weights[t] for t in matched_terms[row]) / total_weight,
-                    _share(focus, carried),
-                    _share(context, carried),
+                    _share(focus, carried[row]),
+                    _share(context, carried[row]),
                     1.0 if focus.keys() & set(records[row]["defined"]) else 0.0,
                     float(self._position[row]),
                 )
@@ -450,10 +510,11 @@ class Retriever:
         return document_frequency(self.index.bm25, token)
 
     def _query_evidence(
-        self, query: Query, errors: dict[QueryIdentifier, str], unknown_keys_asked: int
+        self, query: Query, errors: dict[QueryIdentifier, str], unknown_keys_asked: int, carried_names: Collection[str]
     ) -> QueryEvidence:
         """What the corpus says about the question's words; `unknown_keys_asked` counts the key-shaped
-        words it asks about that no chunk carries (`_unknown_keys`, dropped from its identifiers)."""
+        words it asks about that no chunk carries (`_unknown_keys`, dropped from its identifiers);
+        `carried_names` are the CamelCase names it holds (`_carried_names`)."""
         total = self.size or 1
         frequency = {t: self._document_frequency(t) for t in dict.fromkeys(query.tokens)}
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
@@ -476,7 +537,10 @@ class Retriever:
             + sum(
                 1
                 for i in focus
-                if not self._identifier_lookup.carried(i) and i not in stands_for and i not in query.own_terms
+                if not self._identifier_lookup.carried(i)
+                and i not in carried_names
+                and i not in stands_for
+                and i not in query.own_terms
             ),
         )
 

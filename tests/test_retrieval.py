@@ -149,6 +149,17 @@ def test_a_focus_identifier_puts_its_passage_first(retriever, stage):
     assert first.feature("defines_identifier") == 1.0  # the page's heading path names the error
 
 
+def test_a_camel_case_name_the_corpus_holds_is_an_identifier_the_question_is_about(retriever, stage):
+    """`RocksDB` matches no identifier pattern, yet the seeds hold it as a word: the question is about it,
+    as about a key, and the chunks holding it are candidates; `ZorbFlux`, which no chunk holds, is not."""
+    pool = retriever.retrieve(parse_query("why does RocksDB memory keep growing in ZorbFlux?"), 20, "hybrid", stage)
+    assert pool.query.focus_identifiers == {"rocksdb"}
+    assert pool.evidence.focus_identifiers == 1 and pool.evidence.unknown_focus_identifiers == 0
+    holding = [c for c in pool.candidates if "rocksdb" in c.passage.text.lower()]
+    assert holding and all(c.identifiers == ("rocksdb",) and c.feature("focus_identifier") == 1.0 for c in holding)
+    assert all(c.identifiers == () for c in pool.candidates if c not in holding)
+
+
 def test_a_pasted_exception_class_finds_the_error_it_stands_for(retriever, stage):
     query = parse_query(
         "our share consumer dies with\n"
