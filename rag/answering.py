@@ -389,14 +389,17 @@ def _sibling_entry(unit: _Scored, lead: _Scored, candidates: tuple[Candidate, ..
 def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     """The unit is the entry of a setting, error or row the question names (`acks`, `linger.ms`, `code:121`).
     A row is named by its own error code as well as by its first cell: "error code 25" asks for the
-    `UNKNOWN_MEMBER_ID | 25 | …` row."""
+    `UNKNOWN_MEMBER_ID | 25 | …` row; and by a one-word name in any cell, such as the MBean of a metric
+    ("# of under minIsr partitions | kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount | 0")."""
     if not unit.subject:
         return False
     subject_tokens = tokenize(unit.subject)
     named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens)
     own = set(extract_identifiers(unit.subject))
     if unit.kind == "row":
-        own |= {i for i in extract_identifiers(unit.parts[-1]) if i.startswith("code:")}
+        row = unit.parts[-1]
+        own |= {i for i in extract_identifiers(row) if i.startswith("code:")}
+        own |= {token for token in tokenize(row) if token.isalnum()}  # not a key's parts: `min.insync.replicas`
     return named or bool(query.focus_identifiers & own)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from rag.answering import AnswerShape, abstain, extract_answer
 from rag.passages import NOT_COVERED
-from rag.query import parse_query
+from rag.query import QueryIdentifier, parse_query
 from rag.ranking import Ranked
 from rag.units import build_units
 from tests.test_ranking import make_candidate, make_pool
@@ -390,6 +390,31 @@ def test_rows_of_one_table_are_not_near_duplicates_for_what_they_share_and_show_
         "Current Leader: The current quorum leader's id; -1 indicates unknown. · "
         "Mbean name: kafka.server:type=raft-metrics,name=current-leader",
     ]
+
+
+BROKER_METRICS = (
+    "Description | Mbean name | Normal value\n"
+    "Leader replica counts | kafka.server:type=ReplicaManager,name=LeaderCount | mostly even across brokers\n"
+    "# of under minIsr partitions (|ISR| < min.insync.replicas) | "
+    "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount | 0"
+)
+
+
+def test_a_row_whose_mbean_holds_the_name_the_question_is_about_leads():
+    """Retrieval adds the CamelCase names the corpus holds to the question's identifiers
+    (`Retriever._carried_names`); the row that holds one in any cell is the entry asked about, though its
+    first cell is words and another row scores higher."""
+    table = candidate(_Axes(), "ops", BROKER_METRICS, [0.9, 0.6], heading="Common monitoring metrics")
+    question = "Prometheus shows UnderMinIsrPartitionCount at 3 for broker 2. What should it normally be?"
+    pool = make_pool([table], question=question)
+    bare = extract_answer(Ranked(pool, (table,), (1.0,)), shape(max_units_fact=1))
+    assert bare.text.startswith("Leader replica counts"), bare.text
+    named = dataclasses.replace(
+        pool.query, identifiers=(*pool.query.identifiers, QueryIdentifier("underminisrpartitioncount", "question"))
+    )
+    draft = extract_answer(Ranked(dataclasses.replace(pool, query=named), (table,), (1.0,)), shape(max_units_fact=1))
+    _check(draft)
+    assert draft.text.startswith("`# of under minIsr partitions (|ISR| < min.insync.replicas)` (Normal value: 0)")
 
 
 def test_a_sentence_under_a_setting_heading_is_shown_with_the_setting_name():

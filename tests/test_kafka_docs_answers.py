@@ -200,6 +200,30 @@ def test_the_users_own_topic_or_group_name_does_not_make_a_covered_question_unkn
 
 
 @pytest.mark.parametrize(
+    ("question", "metric"),
+    [
+        (
+            "Prometheus on our AWS MSK cluster shows UnderMinIsrPartitionCount at 3 for broker 2. What does it count "
+            "and what should it normally be?",
+            "UnderMinIsrPartitionCount",
+        ),
+        (
+            "Datadog says OfflinePartitionsCount is 1 since this morning on our Kubernetes cluster. What does that "
+            "metric mean?",
+            "OfflinePartitionsCount",
+        ),
+    ],
+    ids=["under-min-isr", "offline-partitions"],
+)
+def test_a_metric_named_beside_the_users_monitoring_stack_is_answered_from_its_row(docs, question, metric):
+    """The metric's name is what the question is about, whatever tools the user names around it: its row
+    leads (both questions were declined before: their stacks' names are unknown to the docs)."""
+    answer = docs.ask(question)
+    assert not answer.abstained, shown(answer)
+    assert metric in answer.text.split("\n\n")[0], shown(answer)  # the metric's row leads
+
+
+@pytest.mark.parametrize(
     "question",
     [
         pytest.param(
