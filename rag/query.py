@@ -86,6 +86,14 @@ _FIX_REQUEST = re.compile(
     re.I,
 )
 _CHECK_REQUEST = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|find out|inspect|verify)\b", re.I)
+# A sentence of the user's own that asks for something to be made rather than for what the passages say:
+# "write me a Go consumer …", "Translate this into Japanese …", "can you summarize this for …".
+_TASK_REQUEST = re.compile(
+    r"^(?:(?:can|could|would|will) you\s+|please\s+)?(?:write|generate|translate|summari[sz]e|draft|compose)\s+"
+    r"(?:me|us|this|that|these|it|a|an)\b",
+    re.I,
+)
+_SENTENCE_START = re.compile(r"(?:^|(?<=[.!?:])\s+|\n+)\s*")
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,9 @@ class Query:
     tokens: tuple[str, ...]  # `tokenize(text)`
     identifiers: tuple[QueryIdentifier, ...]  # of the question and, for a follow-up, of the subject carried over
     trimmed: bool
-    intent: str  # troubleshoot (reports an error or asks for a fix) | check | fact
+    # task (asks for something written or translated) | troubleshoot (reports an error or asks for a fix) |
+    # check | fact
+    intent: str
     names: tuple[str, ...] = ()  # name-like words of the user's own question (products, APIs, features)
     # The error names the question's exception classes stand for, where each sits; retrieval adds to
     # `identifiers` the ones its corpus carries.
@@ -215,7 +225,7 @@ def parse_query(
         tokens=tuple(tokenize(retrieval_text)),
         identifiers=identifiers,
         trimmed=reduced.trimmed or bool(context_lines and prose_lines),
-        intent=_intent(text, identifiers),
+        intent=_intent(text, identifiers, own_words),
         names=tuple(dict.fromkeys(names)),
         opening_names=tuple(dict.fromkeys(openers)),
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
@@ -297,8 +307,16 @@ def _names(text: str) -> tuple[list[str], list[str]]:
     return names, openers
 
 
-def _intent(text: str, identifiers: Sequence[QueryIdentifier]) -> str:
-    """Troubleshoot when the user reports an error or asks for a fix; check when they ask how to inspect."""
+def _intent(text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequence[str]) -> str:
+    """Task when a sentence of the user's own asks for something to be written, generated, translated or
+    summarised (no passage answers that, whatever it is about); troubleshoot when the user reports an
+    error or asks for a fix; check when they ask how to inspect."""
+    if any(
+        _TASK_REQUEST.match(line[m.end() : m.end() + 80])
+        for line in own_lines
+        for m in _SENTENCE_START.finditer(line[:MAX_LINE_CHARS])
+    ):
+        return "task"
     reports_error = any(i.place == "error" for i in identifiers) or bool(_ERROR_CALL.search(text[:2000]))
     if reports_error or _FIX_REQUEST.search(text[:2000]):
         return "troubleshoot"

@@ -6,7 +6,8 @@ One way down, no stage calling back into an earlier one:
       → parse once (rag.query): reduced text, follow-up rewrite, identifiers with where each sits
       → retrieve (rag.retrieval): candidates from dense + BM25 + identifiers, each with its features
       → rank (rag.ranking): the learned second stage orders them, diverse per section
-      → abstain (rag.abstention) or answer (rag.answering: evidence units, extractive; or LLM, validated)
+      → abstain (a request to write or translate something, or rag.abstention) or answer (rag.answering:
+        evidence units, extractive; or LLM, validated)
       → Answer (text with [n] markers, citations in marker order, query used, timings per stage)
 
 The index, the model and the learned weights are loaded once in `from_settings`; every method only
@@ -55,6 +56,10 @@ History = Sequence[Mapping[str, str]]  # [{"role": "user"|"assistant", "content"
 log = logging.getLogger(__name__)
 
 TRIMMED_NOTE = "Your input was long or looked like a log, so it was reduced to its error signal before searching."
+TASK_NOTE = (
+    "This asks for something to be written, generated, translated or summarised; the assistant answers "
+    "questions from its knowledge base, so it lists the closest passages instead."
+)
 LLM_FALLBACK_NOTE = "The language model was unavailable: {reason} Showing the extractive answer from the passages."
 
 
@@ -210,7 +215,10 @@ class Assistant:
         notes = list(prepared.notes)
         stage = time.perf_counter()
         used = "extractive"
-        if should_abstain(prepared.ranked, self._abstention):
+        task = prepared.query.intent == "task"
+        if task:
+            notes.append(TASK_NOTE)
+        if task or should_abstain(prepared.ranked, self._abstention):
             draft = abstain(prepared.ranked)
             yield draft.text
         elif answerer == "llm":

@@ -455,6 +455,13 @@ def test_a_command_alone_is_searched_as_typed():
         (f"{PRODUCER_COMMAND}\n{METADATA_WARN}", "troubleshoot"),
         ("How do I check the lag of a consumer group?", "check"),
         ("how can I verify that replication is healthy?", "check"),
+        ("write me a Go consumer that commits offsets after each batch", "task"),
+        ("Our app gets RecordTooLargeException. Can you write a Jira ticket about it?", "task"),
+        (f"Please summarize this for a status update:\n{METADATA_WARN}", "task"),
+        ("Translate this into German: org.apache.kafka.common.errors.TimeoutException: Expired", "task"),
+        ("How do I write a custom partitioner?", "fact"),
+        ("Write throughput dropped after the upgrade, why?", "troubleshoot"),
+        (f"{PRODUCER_COMMAND}\nERROR generate a new cluster id failed: write this down", "troubleshoot"),
     ],
 )
 def test_intent(question, intent):

@@ -14,7 +14,7 @@ import pytest
 from rag import Answer, Assistant, QuestionError, SearchResult
 from rag.answering import NOT_COVERED
 from rag.errors import IndexNotFoundError, RetrievalError
-from rag.service import TRIMMED_NOTE
+from rag.service import TASK_NOTE, TRIMMED_NOTE
 from rag.settings import DEFAULT_MODEL
 
 pytestmark = pytest.mark.slow
@@ -224,6 +224,18 @@ def test_off_topic_and_other_products_abstain(assistant, question):
     assert MARKER.search(answer.text) is None  # never an invented citation
     assert 1 <= len(answer.related) <= 3
     assert all(p.source_path.endswith(".txt") for p in answer.related)
+
+
+def test_a_request_to_write_something_is_declined_with_a_note_even_about_a_covered_error(assistant):
+    """The passages cover INVALID_RECORD_STATE, but a Jira ticket is for the user to write: declined,
+    saying why, with the closest passages listed."""
+    answer = assistant.ask("Can you write me a Jira ticket about INVALID_RECORD_STATE on our share consumers?")
+    assert answer.abstained is True and answer.citations == ()
+    assert answer.text.startswith(NOT_COVERED)
+    assert TASK_NOTE in answer.notes
+    assert answer.related
+    covered = assistant.ask("What does INVALID_RECORD_STATE on our share consumers mean?")
+    assert not covered.abstained and TASK_NOTE not in covered.notes
 
 
 # ------------------------------------------------------------------------------------------ answers
