@@ -406,11 +406,11 @@ _FIRST_SOURCE = re.compile(r"\[1\]")
 
 
 def _lead_source_text(answer: str) -> str:
-    """What an answer quotes from its first source (the blocks cited [1]): its subject, where lines from
-    lower passages only mention other things. An answer without markers counts as a whole."""
+    """What an answer leads with, the first block it cites [1]: its subject, where the blocks after it,
+    even from the same source, mention other things ("… see KIP-429" under a lead about rebalancing). An
+    answer without markers counts as a whole."""
     blocks = [block for block in re.split(r"\n\s*\n", answer) if block.strip()]
-    cited = [block for block in blocks if _FIRST_SOURCE.search(block)]
-    return "\n".join(cited) if cited else answer
+    return next((block for block in blocks if _FIRST_SOURCE.search(block)), answer)
 
 
 def _content_words(text: str) -> list[str]:

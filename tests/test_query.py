@@ -567,3 +567,13 @@ def test_rewrite_takes_the_previous_answers_subject_from_its_first_source():
     assert "unclean.leader.election.enable" not in rewritten and "log_dir_not_found" not in rewritten
     unmarked = [history[0], {"role": "assistant", "content": "Set min.insync.replicas to 2."}]
     assert "min.insync.replicas" in rewrite_followup("and what's its default?", unmarked)
+
+
+def test_rewrite_takes_the_subject_from_the_answers_lead_not_from_what_its_source_says_after_it():
+    answer = (
+        "**What it means / likely cause**\n\nThe consumer is kicked when `max.poll.interval.ms` passes. [1]\n\n"
+        "For the cooperative protocol see KIP-429. [1]"
+    )
+    history = [{"role": "user", "content": "my group keeps rebalancing"}, {"role": "assistant", "content": answer}]
+    rewritten = rewrite_followup("how do I check it?", history)
+    assert "max.poll.interval.ms" in rewritten and "kip-429" not in rewritten
