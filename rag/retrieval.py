@@ -39,6 +39,7 @@ BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
+_NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _CAMEL_CASE = re.compile(r"[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`, `commitSync`
 
@@ -517,6 +518,9 @@ class Retriever:
         `carried_names` are the CamelCase names it holds (`_carried_names`)."""
         total = self.size or 1
         frequency = {t: self._document_frequency(t) for t in dict.fromkeys(query.tokens)}
+        # A number the corpus never uses is a value of this occurrence (an offset, a size, a count in a
+        # pasted log), not a subject the corpus lacks nor a term any passage could match.
+        frequency = {t: n for t, n in frequency.items() if n or not _NUMBER.fullmatch(t)}
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
         unseen = sum(w for t, w in weights.items() if not frequency[t] and t not in query.own_terms)
         unknown = unseen / (sum(weights.values()) or 1.0)

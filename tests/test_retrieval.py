@@ -362,6 +362,18 @@ def test_a_name_after_a_word_the_corpus_takes_as_an_option_is_the_users_own(retr
     assert "zorbgroup" not in other.query.own_terms and other.evidence.unknown_term_share > 0.0
 
 
+def test_numbers_the_corpus_never_uses_are_values_not_unknown_words(retriever, stage):
+    """A pasted log's offsets and sizes say nothing about the subject: they neither weigh as search
+    terms nor count as words the corpus lacks; a number it does use stays a term."""
+    plain = retriever.retrieve(parse_query("the transaction timeout hits"), 5, "hybrid", stage).evidence
+    valued = retriever.retrieve(
+        parse_query("the transaction timeout hits 412883120 or 1,874.2 times"), 5, "hybrid", stage
+    ).evidence
+    assert valued.term_weights.keys() == plain.term_weights.keys() | {"time"}
+    assert valued.unknown_term_share == plain.unknown_term_share == 0.0
+    assert "121" in retriever.retrieve(parse_query("error code 121"), 5, "hybrid", stage).evidence.term_weights
+
+
 def test_a_quoted_resource_name_is_not_an_unknown_identifier(retriever, stage):
     """'zorb1.frob_topic' is the user's own topic, quoted in their words: searched, but not evidence that
     the corpus lacks what they ask about."""
