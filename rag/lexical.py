@@ -12,7 +12,7 @@ import logging
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,19 @@ def tokenize(text: str) -> list[str]:
             tokens.append(word)
         tokens.extend(_fold(p) for p in parts if p not in _STOPWORDS and len(p) > 1)
     return tokens
+
+
+def parts_only(text: str, compounds: Collection[str]) -> frozenset[str]:
+    """The tokens `text` holds only as parts of `compounds` (`east` of `dc-east`), never as words of their own."""
+    counts = Counter(tokenize(text))
+    contributed = Counter(
+        part
+        for match in _WORD.finditer(text.lower())
+        if match.group(0) in compounds
+        for part in tokenize(match.group(0))
+        if part != match.group(0)
+    )
+    return frozenset(token for token, count in contributed.items() if counts[token] <= count)
 
 
 def _fold(word: str) -> str:
@@ -280,10 +293,11 @@ def rows_with(retriever: bm25s.BM25, token: str) -> np.ndarray:
     return np.asarray(indices[indptr[column] : indptr[column + 1]], dtype=np.int64)
 
 
-def bm25_scores(retriever: bm25s.BM25, query: str) -> np.ndarray:
-    """BM25 score of every chunk for `query` (zeros when no query token is in the vocabulary)."""
+def bm25_scores(retriever: bm25s.BM25, query: str, left_out: Collection[str] = frozenset()) -> np.ndarray:
+    """BM25 score of every chunk for `query`, without the tokens `left_out` (zeros when no query token is
+    in the vocabulary)."""
     vocabulary = retriever.vocab_dict
-    tokens = [t for t in tokenize(query) if t in vocabulary]
+    tokens = [t for t in tokenize(query) if t in vocabulary and t not in left_out]
     if not tokens:
         return np.zeros(retriever.scores["num_docs"], dtype=np.float32)
     return np.asarray(retriever.get_scores(tokens), dtype=np.float32)

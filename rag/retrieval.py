@@ -25,7 +25,7 @@ from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
 from rag.identifiers import extract_identifiers, is_plain_two_part
 from rag.index_store import LoadedIndex
-from rag.lexical import bm25_scores, document_frequency, rows_holding, rows_with, tokenize
+from rag.lexical import bm25_scores, document_frequency, parts_only, rows_holding, rows_with, tokenize
 from rag.passages import Passage
 from rag.query import Query, QueryIdentifier, says_message, shared_run
 from rag.ranking import RANK_FEATURES
@@ -189,7 +189,11 @@ class Retriever:
         timings["dense"] = elapsed_ms(started)
 
         started = time.perf_counter()
-        lexical = bm25_scores(self.index.bm25, query.text) if mode != "dense" else np.zeros(self.size, np.float32)
+        lexical = (
+            bm25_scores(self.index.bm25, query.text, parts_only(query.text, self._foreign_compounds(query)))
+            if mode != "dense"
+            else np.zeros(self.size, np.float32)
+        )
         lexical_order = _top_rows(lexical, depth)
         timings["bm25"] = elapsed_ms(started)
 
@@ -264,6 +268,23 @@ class Retriever:
         fraud-scorer" names the user's group as `--group fraud-scorer` would, not a subject the corpus lacks."""
         return frozenset(
             token for word, name in query.named_after if word in self._command_flags for token in tokenize(name)
+        )
+
+    def _foreign_compounds(self, query: Query) -> frozenset[str]:
+        """The question's hyphenated words that the corpus uses in no spelling (with dots, underscores or
+        joined): a name of the user's (`dc-east`, `payments-reader`, `kraft-ctl-01`), whose parts are no
+        search terms where the question does not use them on their own; `isolation-level` is the key
+        `isolation.level`, searched by its parts."""
+        return frozenset(
+            token
+            for token in query.tokens
+            if "-" in token
+            and "." not in token
+            and "_" not in token
+            and not any(
+                self._document_frequency(spelling)
+                for spelling in (token, token.replace("-", "."), token.replace("-", "_"), token.replace("-", ""))
+            )
         )
 
     def _carried_names(self, query: Query) -> dict[str, np.ndarray]:

@@ -8,7 +8,16 @@ import bm25s
 import numpy as np
 import pytest
 
-from rag.lexical import BM25_FILES, bm25_scores, document_frequency, load_bm25, rows_holding, tokenize, write_bm25
+from rag.lexical import (
+    BM25_FILES,
+    bm25_scores,
+    document_frequency,
+    load_bm25,
+    parts_only,
+    rows_holding,
+    tokenize,
+    write_bm25,
+)
 from tests.conftest import SEEDS
 
 TEXTS = [
@@ -89,6 +98,17 @@ def test_bm25_ranks_the_right_text_first(bm25, query, best):
 def test_unknown_words_score_zero(bm25):
     assert bm25_scores(bm25, "rabbitmq exchange binding").tolist() == [0.0] * len(TEXTS)
     assert bm25_scores(bm25, "the of and").tolist() == [0.0] * len(TEXTS)
+
+
+def test_left_out_tokens_do_not_score(bm25):
+    assert bm25_scores(bm25, "share group", left_out={"share", "group"}).tolist() == [0.0] * len(TEXTS)
+    assert bm25_scores(bm25, "share group", left_out={"share"}).tolist() == bm25_scores(bm25, "group").tolist()
+
+
+def test_parts_only_are_the_parts_a_text_never_uses_as_words():
+    text = "Lag on group payments-reader from dc-east; the payments team owns it"
+    assert parts_only(text, {"payments-reader", "dc-east"}) == {"reader", "dc", "east"}  # "payments" stands alone too
+    assert parts_only(text, set()) == frozenset()
 
 
 def test_text_without_tokens_still_indexes(tmp_path):

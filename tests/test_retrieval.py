@@ -374,6 +374,11 @@ def test_numbers_the_corpus_never_uses_are_values_not_unknown_words(retriever, s
     assert "121" in retriever.retrieve(parse_query("error code 121"), 5, "hybrid", stage).evidence.term_weights
 
 
+def test_a_hyphenated_word_the_corpus_uses_in_no_spelling_is_a_name_whose_parts_are_not_searched(retriever):
+    query = parse_query("why does transaction-zorb time out, and max-poll-interval-ms or transaction-timeout-ms?")
+    assert retriever._foreign_compounds(query) == {"transaction-zorb"}  # the others spell corpus keys
+
+
 def test_a_quoted_resource_name_is_not_an_unknown_identifier(retriever, stage):
     """'zorb1.frob_topic' is the user's own topic, quoted in their words: searched, but not evidence that
     the corpus lacks what they ask about."""
