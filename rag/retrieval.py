@@ -37,6 +37,7 @@ MESSAGE_ROWS = 50  # chunks read back for one message at most
 SHARED_RUN_WORDS = 5  # words a client's own wording of an error shares with its row at least (4-6 measured alike)
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
+ERROR_ROW_READS = 64  # chunks carrying an error-like name read for the row that defines it
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
@@ -326,11 +327,17 @@ class Retriever:
         """The error names of the query's exception classes that this corpus carries, each with the
         corpus's spelling (an error table row names `NOT_ENOUGH_REPLICAS`, the user pastes
         `NotEnoughReplicasException`); and the error names its error lines spell in words, the longest
-        carried run of each ("Broker: Unknown topic or partition")."""
+        carried run of each ("Broker: Unknown topic or partition") that names an error: "Failed to update
+        metadata" spells `UPDATE_METADATA`, which the docs carry as a request's name, not as an error."""
         named = {i: self._identifier_lookup.error_name(i.name) for i in query.error_names}
         carried = {i: name for i, name in named.items() if name is not None}
         phrases = sorted(
-            (i for i in query.error_phrases if self._identifier_lookup.carried(i.name)), key=lambda i: -len(i.name)
+            (
+                i
+                for i in query.error_phrases
+                if self._identifier_lookup.carried(i.name) and self._names_an_error(i.name)
+            ),
+            key=lambda i: -len(i.name),
         )
         kept: list[QueryIdentifier] = []
         for phrase in phrases:  # the longest run only: "unknown topic or partition", not also "unknown topic"
@@ -359,6 +366,11 @@ class Retriever:
             for name in _rows_saying(texts, message):
                 named.setdefault(QueryIdentifier(name, "error"), name)
         return named
+
+    def _names_an_error(self, name: str) -> bool:
+        """A chunk carrying `name` has the row that defines it as an error: `NAME | code | …`."""
+        rows = self._identifier_lookup.rows(name)[:ERROR_ROW_READS].tolist()
+        return any(_leads_a_code_row(self._record(row)["text"], name) for row in rows)
 
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
@@ -582,6 +594,12 @@ class Retriever:
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)
+
+
+def _leads_a_code_row(text: str, name: str) -> bool:
+    """`text` has a table row that `name` (as `extract_identifiers` spells it) leads with a numeric code
+    after it: `UNKNOWN_TOPIC_OR_PARTITION | 3 | True | …`, the way an error table defines its errors."""
+    return re.search(rf"^{re.escape(name.upper())} \| -?\d{{1,4}} \|", text, re.M) is not None
 
 
 def _defines_pasted_error(defined: set[str], pasted: set[str], named_errors: set[str]) -> int:

@@ -121,6 +121,14 @@ def test_a_quoted_or_pasted_error_message_leads_with_the_row_that_says_it(docs, 
     assert f"`{row}` (Code: " in _opening(answer), shown(answer)
 
 
+def test_words_of_an_error_line_that_spell_a_request_name_do_not_lead_with_that_request(docs):
+    """ "Failed to update metadata" spells UPDATE_METADATA, which the docs carry as a request (the ACL
+    table's row), not as an error: the ACL row must not lead as if it were the pasted error's."""
+    answer = docs.ask("KafkaTimeoutError: Failed to update metadata after 60.0 secs.")
+    lead = next(block for block in answer.text.split("\n\n") if not block.startswith("**"))
+    assert "UPDATE_METADATA" not in lead, shown(answer)
+
+
 def test_a_container_variable_is_answered_from_the_setting_it_sets(docs):
     answer = docs.ask(
         "I set KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 in docker-compose but clients outside "
