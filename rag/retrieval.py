@@ -37,7 +37,7 @@ MESSAGE_ROWS = 50  # chunks read back for one message at most
 SHARED_RUN_WORDS = 5  # words a client's own wording of an error shares with its row at least (4-6 measured alike)
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
-ERROR_ROW_READS = 64  # chunks carrying an error-like name read for the row that defines it
+ERROR_ROW_READS = 64  # chunks carrying an error-like name read for one that defines it as an error
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
@@ -368,9 +368,14 @@ class Retriever:
         return named
 
     def _names_an_error(self, name: str) -> bool:
-        """A chunk carrying `name` has the row that defines it as an error: `NAME | code | …`."""
-        rows = self._identifier_lookup.rows(name)[:ERROR_ROW_READS].tolist()
-        return any(_leads_a_code_row(self._record(row)["text"], name) for row in rows)
+        """A chunk that defines `name` (in its heading or a table row's first cells) holds an error code
+        too: an error table (`UNKNOWN_TOPIC_OR_PARTITION | 3 | …`) or an error's page ("Kafka Error
+        INVALID_RECORD_STATE", "Error code 121"); the ACL table's `UPDATE_METADATA (6)` row is a request's."""
+        for row in self._identifier_lookup.rows(name)[:ERROR_ROW_READS].tolist():
+            record = self._record(row)
+            if name in record["defined"] and any(i.startswith("code:") for i in record["identifiers"]):
+                return True
+        return False
 
     def _record(self, row: int) -> dict:
         batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
@@ -594,12 +599,6 @@ class Retriever:
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)
-
-
-def _leads_a_code_row(text: str, name: str) -> bool:
-    """`text` has a table row that `name` (as `extract_identifiers` spells it) leads with a numeric code
-    after it: `UNKNOWN_TOPIC_OR_PARTITION | 3 | True | …`, the way an error table defines its errors."""
-    return re.search(rf"^{re.escape(name.upper())} \| -?\d{{1,4}} \|", text, re.M) is not None
 
 
 def _defines_pasted_error(defined: set[str], pasted: set[str], named_errors: set[str]) -> int:

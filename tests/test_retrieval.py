@@ -246,16 +246,10 @@ def test_a_message_in_a_clients_own_words_names_the_row_sharing_its_longest_run_
     assert _rows_saying(chunks, exact) == ["unknown_member_id"]
 
 
-def test_an_error_is_a_name_that_leads_a_row_with_a_code():
-    from rag.retrieval import _leads_a_code_row
-
-    errors = (
-        "Error | Code | Retriable | Description\nUNKNOWN_TOPIC_OR_PARTITION | 3 | True | This server does not host it."
-    )
-    acls = "Protocol (API key) | Operation | Resource\nUPDATE_METADATA (6) | ClusterAction | Cluster"
-    assert _leads_a_code_row(errors, "unknown_topic_or_partition")
-    assert not _leads_a_code_row(acls, "update_metadata")
-    assert not _leads_a_code_row(errors, "unknown_topic")  # the whole first cell, not a prefix of it
+def test_a_name_is_an_error_where_a_chunk_defining_it_holds_an_error_code(retriever):
+    assert retriever._names_an_error("invalid_record_state")  # "Kafka Error INVALID_RECORD_STATE / Error code 121"
+    assert not retriever._names_an_error("create_time")  # a timestamp type the seeds mention
+    assert not retriever._names_an_error("no_such_name")
 
 
 def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
