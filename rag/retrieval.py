@@ -109,6 +109,19 @@ class QueryEvidence:
 
 
 @dataclass(frozen=True)
+class _PerRow:
+    """What retrieval looked up for each candidate row, read by the feature stage."""
+
+    records: dict[int, dict]
+    carried: dict[int, frozenset[str]]  # the question's identifiers and CamelCase names the row holds
+    lexical: np.ndarray  # BM25 score of every row
+    dense: dict[int, float]
+    best_unit: dict[int, float]
+    first: dict[int, float]  # first-stage (fused) score
+    matched_terms: dict[int, frozenset[str]]
+
+
+@dataclass(frozen=True)
 class CandidatePool:
     query: Query
     mode: str
@@ -228,21 +241,8 @@ class Retriever:
         )  # not the user's quoted 'my.topic', nor their `dc1.orders`
         evidence = self._query_evidence(query, errors, unknown_asked, names.keys())
         matched_terms = self._matched_terms(rows, evidence.term_weights)
-        features = self._features(
-            query,
-            mode,
-            order,
-            records,
-            carried,
-            lexical,
-            dense_of,
-            best_unit,
-            first,
-            evidence,
-            stage,
-            idf,
-            matched_terms,
-        )
+        per_row = _PerRow(records, carried, lexical, dense_of, best_unit, first, matched_terms)
+        features = self._features(query, mode, order, per_row, evidence, stage, idf)
         pasted = {i.name for i in query.identifiers if i.place == "error"}
         named_errors = set(errors.values())
         candidates = tuple(
@@ -489,26 +489,20 @@ class Retriever:
 
     def _features(
         self,
-        query,
-        mode,
-        order,
-        records,
-        carried,
-        lexical,
-        dense_of,
-        best_unit,
-        first,
-        evidence,
-        stage,
-        idf,
-        matched_terms,
+        query: Query,
+        mode: str,
+        order: list[int],
+        rows: _PerRow,
+        evidence: QueryEvidence,
+        stage: FirstStage,
+        idf: Callable[[str], float],
     ) -> list[tuple[float, ...]]:
         weights = evidence.term_weights
         total_weight = sum(weights.values()) or 1.0
         focus = {i: idf(i) for i in query.focus_identifiers}
         context = {i: idf(i) for i in query.context_identifiers}
-        best_bm25 = max((float(lexical[row]) for row in order), default=0.0) or 1.0
-        heading_counts = {row: _heading_terms(" ".join(records[row]["section_path"])) for row in order}
+        best_bm25 = max((float(rows.lexical[row]) for row in order), default=0.0) or 1.0
+        heading_counts = {row: _heading_terms(" ".join(rows.records[row]["section_path"])) for row in order}
         heading = {row: self._heading_bm25(heading_counts[row], weights) for row in order}
         best_heading = max(heading.values(), default=0.0) or 1.0
         rrf_scale = stage.rrf_k + 1  # a first place in one order scores ~1
@@ -517,16 +511,16 @@ class Retriever:
             heading_terms = heading_counts[row]
             vectors.append(
                 (
-                    first[row] * rrf_scale if mode == "hybrid" else 0.0,
-                    float(dense_of[row]),
-                    float(best_unit[row]),
-                    float(lexical[row]) / best_bm25,
+                    rows.first[row] * rrf_scale if mode == "hybrid" else 0.0,
+                    float(rows.dense[row]),
+                    float(rows.best_unit[row]),
+                    float(rows.lexical[row]) / best_bm25,
                     heading[row] / best_heading,
                     sum(w for t, w in weights.items() if t in heading_terms) / total_weight,
-                    sum(weights[t] for t in matched_terms[row]) / total_weight,
-                    _share(focus, carried[row]),
-                    _share(context, carried[row]),
-                    1.0 if focus.keys() & set(records[row]["defined"]) else 0.0,
+                    sum(weights[t] for t in rows.matched_terms[row]) / total_weight,
+                    _share(focus, rows.carried[row]),
+                    _share(context, rows.carried[row]),
+                    1.0 if focus.keys() & set(rows.records[row]["defined"]) else 0.0,
                     float(self._position[row]),
                 )
             )
