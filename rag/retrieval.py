@@ -492,7 +492,7 @@ class Retriever:
         query: Query,
         mode: str,
         order: list[int],
-        rows: _PerRow,
+        per_row: _PerRow,
         evidence: QueryEvidence,
         stage: FirstStage,
         idf: Callable[[str], float],
@@ -501,8 +501,8 @@ class Retriever:
         total_weight = sum(weights.values()) or 1.0
         focus = {i: idf(i) for i in query.focus_identifiers}
         context = {i: idf(i) for i in query.context_identifiers}
-        best_bm25 = max((float(rows.lexical[row]) for row in order), default=0.0) or 1.0
-        heading_counts = {row: _heading_terms(" ".join(rows.records[row]["section_path"])) for row in order}
+        best_bm25 = max((float(per_row.lexical[row]) for row in order), default=0.0) or 1.0
+        heading_counts = {row: _heading_terms(" ".join(per_row.records[row]["section_path"])) for row in order}
         heading = {row: self._heading_bm25(heading_counts[row], weights) for row in order}
         best_heading = max(heading.values(), default=0.0) or 1.0
         rrf_scale = stage.rrf_k + 1  # a first place in one order scores ~1
@@ -511,16 +511,16 @@ class Retriever:
             heading_terms = heading_counts[row]
             vectors.append(
                 (
-                    rows.first[row] * rrf_scale if mode == "hybrid" else 0.0,
-                    float(rows.dense[row]),
-                    float(rows.best_unit[row]),
-                    float(rows.lexical[row]) / best_bm25,
+                    per_row.first[row] * rrf_scale if mode == "hybrid" else 0.0,
+                    float(per_row.dense[row]),
+                    float(per_row.best_unit[row]),
+                    float(per_row.lexical[row]) / best_bm25,
                     heading[row] / best_heading,
                     sum(w for t, w in weights.items() if t in heading_terms) / total_weight,
-                    sum(weights[t] for t in rows.matched_terms[row]) / total_weight,
-                    _share(focus, rows.carried[row]),
-                    _share(context, rows.carried[row]),
-                    1.0 if focus.keys() & set(rows.records[row]["defined"]) else 0.0,
+                    sum(weights[t] for t in per_row.matched_terms[row]) / total_weight,
+                    _share(focus, per_row.carried[row]),
+                    _share(context, per_row.carried[row]),
+                    1.0 if focus.keys() & set(per_row.records[row]["defined"]) else 0.0,
                     float(self._position[row]),
                 )
             )

@@ -34,7 +34,8 @@ from rag.identifiers import extract_identifiers
 
 # 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
-# 6: a list of bare names is one unit with the sentence before it
+# 6: a list of bare names is one unit with the sentence before it; 7: a table row whose first cell opens with
+# "#" ("# of offline log directories | …") is a row, not a comment
 UNITS_VERSION = 7
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
