@@ -122,8 +122,8 @@ def test_a_quoted_or_pasted_error_message_leads_with_the_row_that_says_it(docs, 
 
 
 def test_words_of_an_error_line_that_spell_a_request_name_do_not_lead_with_that_request(docs):
-    """ "Failed to update metadata" spells UPDATE_METADATA, which the docs carry as a request (the ACL
-    table's row), not as an error: the ACL row must not lead as if it were the pasted error's."""
+    """The words "Failed to update metadata" spell UPDATE_METADATA, which the docs carry as a request (the
+    ACL table's row), not as an error: the ACL row must not lead as if it were the pasted error's."""
     answer = docs.ask("KafkaTimeoutError: Failed to update metadata after 60.0 secs.")
     lead = next(block for block in answer.text.split("\n\n") if not block.startswith("**"))
     assert "UPDATE_METADATA" not in lead, shown(answer)
