@@ -307,7 +307,7 @@ class Retriever:
         carriers = names.get(identifier)
         if carriers is None:
             return self._identifier_lookup.idf(identifier)
-        return math.log(1 + self.size / len(carriers))
+        return _inverse_frequency(self.size, len(carriers))
 
     def _unknown_keys(self, query: Query) -> frozenset[QueryIdentifier]:
         """The question's two-part dotted words that no chunk carries: `buffer.memory` is a key where the
@@ -595,6 +595,11 @@ class Retriever:
         return not any(self._document_frequency(t) for t in parts)
 
 
+def _inverse_frequency(chunks: int, carriers: int) -> float:
+    """The weight of a name that `carriers` of `chunks` chunks hold: rarer weighs more."""
+    return math.log(1 + chunks / carriers)
+
+
 def _defines_pasted_error(defined: set[str], pasted: set[str], named_errors: set[str]) -> int:
     """`Candidate.defines_pasted_error` of a chunk that defines `defined`."""
     return 2 if defined & pasted & named_errors else 1 if defined & pasted else 0
@@ -687,7 +692,7 @@ class _IdentifierLookup:
 
     def idf(self, identifier: str) -> float:
         carriers = len(self.rows(identifier))
-        return math.log(1 + self._chunks / carriers) if carriers else 1.0
+        return _inverse_frequency(self._chunks, carriers) if carriers else 1.0
 
     def matches(self, wanted: set[str]) -> dict[int, frozenset[str]]:
         """Rows carrying any of `wanted`, each with the ones it carries."""
