@@ -80,9 +80,11 @@ _ERROR_CALL = re.compile(
 )
 # A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …".
 _ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:(]")
+# A request for a fix or a reported fault. "keep" reports one only as "keeps failing" / "keep on growing":
+# "how long does Kafka keep a tombstone" asks for a fact.
 _FIX_REQUEST = re.compile(
     r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with|why|wrong|fail\w*|"
-    r"broken|stuck|keeps?|cannot|can't|unable|won't|doesn't|not working)\b",
+    r"broken|stuck|keeps?(?: on)? \w+ing|cannot|can't|unable|won't|doesn't|not working)\b",
     re.I,
 )
 _CHECK_REQUEST = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|find out|inspect|verify)\b", re.I)

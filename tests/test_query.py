@@ -451,6 +451,10 @@ def test_a_command_alone_is_searched_as_typed():
         ("what does error code 121 mean?", "fact"),
         ("Why does my consumer keep rebalancing?", "troubleshoot"),
         ("how do I fix a consumer that is stuck?", "troubleshoot"),
+        ("the lag keeps on growing since this morning", "troubleshoot"),
+        # "keep" as in retain or maintain asks for a fact, not a fix.
+        ("how long does kafka keep a tombstone on a compacted topic before it disappears?", "fact"),
+        ("Does a Streams app keep the same application.id across restarts?", "fact"),
         ("org.apache.kafka.common.errors.RecordTooLargeException: The message is 2000000 bytes", "troubleshoot"),
         (f"{PRODUCER_COMMAND}\n{METADATA_WARN}", "troubleshoot"),
         ("How do I check the lag of a consumer group?", "check"),
