@@ -516,14 +516,17 @@ def _heading_key(passage: Passage, entry: bool) -> str:
 
 
 def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bool) -> Draft:
-    buckets = [bucket for bucket, _ in _HEADINGS if any(u.bucket == bucket for u in chosen)]
+    lead = chosen[0]
+    # The part the lead falls in comes first, so the answer opens with its best unit whatever its part.
+    buckets = sorted(
+        (bucket for bucket, _ in _HEADINGS if any(u.bucket == bucket for u in chosen)), key=lambda b: b != lead.bucket
+    )
     grouped = layout and len(buckets) > 1
     # Grouped by part of the answer, each part by score; or else the lead first, then each passage's units
     # together, passages in rank order and a passage's units in its own order, so that steps and "for
     # instance" read as the page has them.
-    lead = chosen[0]
     reading = sorted(chosen, key=lambda u: (u is not lead, u.candidate_index, u.unit.position))
-    ordered = [u for bucket, _ in _HEADINGS for u in chosen if u.bucket == bucket] if grouped else reading
+    ordered = [u for bucket in buckets for u in chosen if u.bucket == bucket] if grouped else reading
     # A list's lead-in read back from an earlier chunk (`Candidate.list_intro`) is cited to that chunk:
     # its marker, keyed -1 - candidate index, comes right before the marker of the chunk with the items.
     markers: dict[int, int] = {}

@@ -117,9 +117,9 @@ def test_the_lead_is_the_best_unit_of_the_best_ranked_passage():
         "top": ("Increase group.share.record.lock.duration.ms so records stay locked longer.",),
         "second": ("Share groups were introduced by KIP-932 as an early access feature.",),
     }
-    # markers follow the order of display: the cause comes before what to do
-    assert draft.text.index("Share groups") < draft.text.index("Increase")
-    assert [c.passage.chunk_id for c in draft.citations] == ["second", "top"]
+    # the lead's part (what to do) opens the answer; markers follow the order of display
+    assert draft.text.startswith("**What to do**\n\nIncrease"), draft.text
+    assert [c.passage.chunk_id for c in draft.citations] == ["top", "second"]
 
 
 def test_a_fact_answer_leads_with_the_top_passage_even_when_a_lower_unit_scores_higher():
@@ -637,6 +637,19 @@ def test_items_of_one_list_in_different_parts_of_a_troubleshooting_answer_stay_a
     assert draft.text == (
         "**What it means / likely cause**\n\nThe record lock expired before the ack arrived. [1]\n\n"
         "**What to do**\n\nIncrease the record lock duration to fix it. [1]"
+    )
+
+
+def test_a_troubleshooting_answer_opens_with_the_part_its_lead_falls_in():
+    """The best unit leads the answer even when it is a fix: its part comes first, the others keep their order."""
+    axes = _Axes()
+    text = "- The record lock expired before the ack arrived.\n- Increase the record lock duration to fix it."
+    items = candidate(axes, "fix", text, [0.8, 0.9])
+    draft = extract_answer(ranked([items], TROUBLESHOOT), shape(max_units_troubleshoot=2))
+    _check(draft)
+    assert draft.text == (
+        "**What to do**\n\nIncrease the record lock duration to fix it. [1]\n\n"
+        "**What it means / likely cause**\n\nThe record lock expired before the ack arrived. [1]"
     )
 
 
