@@ -394,13 +394,21 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     if not unit.subject:
         return False
     subject_tokens = tokenize(unit.subject)
-    named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens)
+    named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
     own = set(extract_identifiers(unit.subject))
     if unit.kind == "row":
         row = unit.parts[-1]
         own |= {i for i in extract_identifiers(row) if i.startswith("code:")}
         own |= {token for token in tokenize(row) if token.isalnum()}  # not a key's parts: `min.insync.replicas`
     return named or bool(query.focus_identifiers & own)
+
+
+def _spelt_in(subject: str, text: str) -> bool:
+    """A one-word subject is named only as spelt: "how do I rename a topic" does not name the `renames` field
+    of a transform, though both fold to "rename"."""
+    if len(subject.split()) > 1:
+        return True
+    return re.search(rf"(?<![\w.-]){re.escape(subject.lower())}(?![\w-]|\.\w)", text.lower()) is not None
 
 
 def _runs_in(words: Sequence[str], text: Sequence[str]) -> bool:

@@ -302,6 +302,23 @@ def test_the_entry_of_the_setting_the_question_names_leads_the_answer():
     assert "Default: all" in _units(draft.text)[0], draft.text
 
 
+RENAMES = "\n".join(["Field rename mappings.", "", "Type: | list", 'Default: | ""', "Importance: | medium"])
+
+
+@pytest.mark.parametrize(
+    ("question", "leader"),
+    [("how do I rename a topic?", "It is not possible"), ("what format does renames take?", "`renames`: ")],
+)
+def test_a_one_word_setting_is_named_only_as_it_is_spelt(question, leader):
+    """ "rename a topic" and the `renames` field fold to one token, but the question does not name the field."""
+    axes = _Axes()
+    prose = candidate(axes, "topics", "It is not possible to rename a topic directly.", [0.6])
+    entry = candidate(axes, "renames", RENAMES, [0.9], heading="renames")
+    draft = extract_answer(ranked([prose, entry], question), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.startswith(leader), draft.text
+
+
 ERROR_ROWS = (
     "Error | Code | Retriable | Description\n"
     "CORRUPT_MESSAGE | 2 | True | This message has failed its CRC checksum or is otherwise corrupt.\n"
