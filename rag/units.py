@@ -625,6 +625,17 @@ def is_lead_in_sentence(unit: EvidenceUnit) -> bool:
     return unit.kind == "sentence" and unit.text.rstrip().endswith(":")
 
 
+# A sentence that announces what comes after it, or points at a link: "Below are the supported system
+# properties.", "The following paragraphs explain …", "The complete set … is documented here."
+_POINTS_AHEAD = re.compile(r"^(?:(?:Below|Here) (?:is|are)\b|The following\b)|\b(?:below|here)\.$")
+
+
+def points_ahead(unit: EvidenceUnit) -> bool:
+    """A sentence unit that introduces what follows it or points at a link: at the end of its chunk it holds
+    nothing of what it announces (a lead-in, or a table of settings the page includes from elsewhere)."""
+    return is_lead_in_sentence(unit) or (unit.kind == "sentence" and bool(_POINTS_AHEAD.search(unit.text.strip())))
+
+
 def is_log(code: str) -> bool:
     """Whether a code block is log output (what one sees), not commands (what one runs)."""
     lines = [line.strip() for line in code.split("\n") if line.strip()]

@@ -193,6 +193,26 @@ def test_a_lead_in_that_ends_its_chunk_is_never_quoted_but_one_followed_by_prose
     assert draft.text.startswith("You may safely remove these properties"), draft.text
 
 
+@pytest.mark.parametrize(
+    "pointer",
+    [
+        "Below are the configuration properties for Tiered Storage.",  # the page includes the table from elsewhere
+        "Further cleaner configurations are described here.",  # "here" was a link
+        "The following example enables it for one topic.",  # the example starts the next chunk
+    ],
+)
+def test_a_sentence_that_announces_what_follows_is_not_quoted_at_the_end_of_its_chunk(pointer):
+    axes = _Axes()
+    text = f"Tiered storage keeps old log segments in remote storage. {pointer}"
+    top = candidate(axes, "top", text, [0.5, 0.95])
+    draft = extract_answer(ranked([top], "how do I configure tiered storage?"), shape(max_units_fact=2))
+    _check(draft)
+    assert _units(draft.text) == ["Tiered storage keeps old log segments in remote storage. [1]"], draft.text
+    # Followed by more of its passage, the same sentence stays eligible: it is not a word list of bad sentences.
+    middle = candidate(_Axes(), "mid", f"{pointer} Tiered storage keeps old log segments.", [0.95, 0.5])
+    assert extract_answer(ranked([middle], "how do I configure tiered storage?"), shape()).text.startswith(pointer)
+
+
 @pytest.mark.parametrize(("budget", "shown"), [(5000, True), (170, False)])
 def test_a_chosen_lead_in_brings_what_it_introduces_or_is_left_out(budget, shown):
     # "For instance, the following example moves …:" was quoted while the plan it introduces was not.
