@@ -39,6 +39,7 @@ from rag.units import (
     lead_in,
     leading_list_end,
     points_ahead,
+    refers_elsewhere,
     render_list_items,
     render_shared_lead,
     render_unit,
@@ -435,8 +436,8 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
     list_end = leading_list_end(text, candidate.continues_code) if candidate.list_intro is not None else 0
     entry = _entry_position(units, heading)
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
-        if is_title(unit) or (unit is units[-1] and points_ahead(unit)):
-            continue  # a title states nothing; a lead-in ending its chunk introduces what is not in it
+        if is_title(unit) or refers_elsewhere(unit) or (unit is units[-1] and points_ahead(unit)):
+            continue  # a title or a pointer states nothing; a lead-in ending its chunk introduces what is not in it
         # A row's words are its own: the lead-in and header it shares with the other rows of its table add none.
         terms = frozenset(tokenize(unit.parts[-1] if unit.kind == "row" else unit.matched_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total

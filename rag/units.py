@@ -630,6 +630,20 @@ def is_lead_in_sentence(unit: EvidenceUnit) -> bool:
 _POINTS_AHEAD = re.compile(r"^(?:(?:Below|Here) (?:is|are)\b|The following\b)|\b(?:below|here)\.$")
 
 
+# A sentence that sends the reader elsewhere for what they want: "For more information, see the Kafka Producer
+# documentation.", "Please check KIP-405 for more information.", "See KIP-950 for more details."
+_REFERS_ELSEWHERE = re.compile(
+    r"^(?:For (?:more|further|additional) (?:information|details)\b|Please (?:see|refer to|read|check)\b"
+    r"|See\b|Refer to\b)|\bfor (?:more |further )?(?:information|details)\.$",
+    re.I,
+)
+
+
+def refers_elsewhere(unit: EvidenceUnit) -> bool:
+    """A sentence unit whose point is where to read more: quoted in an answer it states nothing."""
+    return unit.kind == "sentence" and bool(_REFERS_ELSEWHERE.search(_ITEM.sub("", unit.text.strip())))
+
+
 def points_ahead(unit: EvidenceUnit) -> bool:
     """A sentence unit that introduces what follows it or points at a link: at the end of its chunk it holds
     nothing of what it announces (a lead-in, or a table of settings the page includes from elsewhere)."""

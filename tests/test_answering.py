@@ -213,6 +213,32 @@ def test_a_sentence_that_announces_what_follows_is_not_quoted_at_the_end_of_its_
     assert extract_answer(ranked([middle], "how do I configure tiered storage?"), shape()).text.startswith(pointer)
 
 
+@pytest.mark.parametrize(
+    "pointer",
+    [
+        "Please check KIP-405 for more information.",  # was the whole answer to "KIP-405"
+        "For more information, see the Kafka Producer documentation.",
+        "See KIP-950 for more details.",
+        "- Refer to the upgrade guide.",
+    ],
+)
+def test_a_sentence_that_only_says_where_to_read_more_is_never_quoted(pointer):
+    axes = _Axes()
+    text = f"{pointer}\nTiered storage keeps old log segments in remote storage."
+    top = candidate(axes, "top", text, [0.95, 0.5])
+    draft = extract_answer(ranked([top], "what is KIP-405 tiered storage?"), shape(max_units_fact=2))
+    _check(draft)
+    assert _units(draft.text) == ["Tiered storage keeps old log segments in remote storage. [1]"], draft.text
+
+
+def test_an_instruction_to_check_or_read_something_is_no_pointer():
+    axes = _Axes()
+    text = "Check the broker log for the fenced epoch. Read the committed offsets with the group tool."
+    top = candidate(axes, "top", text, [0.9, 0.8])
+    draft = extract_answer(ranked([top], "how do I find the fenced epoch?"), shape(max_units_fact=2))
+    assert len(_units(draft.text)) == 2, draft.text
+
+
 @pytest.mark.parametrize(("budget", "shown"), [(5000, True), (170, False)])
 def test_a_chosen_lead_in_brings_what_it_introduces_or_is_left_out(budget, shown):
     # "For instance, the following example moves …:" was quoted while the plan it introduces was not.
