@@ -633,7 +633,7 @@ _POINTS_AHEAD = re.compile(r"^(?:(?:Below|Here) (?:is|are)\b|The following\b)|\b
 # A sentence that sends the reader elsewhere for what they want: "For more information, see the Kafka Producer
 # documentation.", "Please check KIP-405 for more information.", "See KIP-950 for more details."
 _REFERS_ELSEWHERE = re.compile(
-    r"^(?:For (?:more|further|additional) (?:information|details)\b|Please (?:see|refer to|read|check)\b"
+    r"^(?:For (?:more|further|additional)(?: \w+)? (?:information|details)\b|Please (?:see|refer to|read|check)\b"
     r"|See\b|Refer to\b)|\bfor (?:more |further )?(?:information|details)\.$",
     re.I,
 )

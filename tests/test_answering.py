@@ -219,6 +219,7 @@ def test_a_sentence_that_announces_what_follows_is_not_quoted_at_the_end_of_its_
         "Please check KIP-405 for more information.",  # was the whole answer to "KIP-405"
         "For more information, see the Kafka Producer documentation.",
         "See KIP-950 for more details.",
+        "For more detailed information, please refer to KIP-937.",
         "- Refer to the upgrade guide.",
     ],
 )
