@@ -35,8 +35,9 @@ from rag.identifiers import extract_identifiers
 # 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
 # 6: a list of bare names is one unit with the sentence before it; 7: a table row whose first cell opens with
-# "#" ("# of offline log directories | …") is a row, not a comment
-UNITS_VERSION = 7
+# "#" ("# of offline log directories | …") is a row, not a comment; 8: the wrapped lines of a log or exception
+# message belong to its code block
+UNITS_VERSION = 8
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -181,6 +182,7 @@ def _scan(text: str, continues_code: bool = False) -> list[_Line]:
             lines.append(_Line("fence", content[0][0], content[-1][1]))
         index = closing + 1
     _mark_commands(lines)
+    _mark_wrapped_log_lines(text, lines)
     _mark_rows(text, lines)
     return lines
 
@@ -247,6 +249,21 @@ def _mark_commands(lines: list[_Line]) -> None:
     for index, line in enumerate(lines):
         if line.kind == "comment" and not _reaches_command(lines, index):
             line.kind = "text"
+
+
+def _mark_wrapped_log_lines(text: str, lines: list[_Line]) -> None:
+    """The lines an exception or log message wraps onto are code with it: right under it, and not starting
+    as a sentence does ("java.lang.IllegalArgumentException: Transaction timeout 10000 was set" over "lower
+    than streams commit interval 30000. …"), where quoted alone they were fragments."""
+    wrapping = False
+    for line in lines:
+        words = text[line.start : line.end]
+        if line.kind == "command":
+            wrapping = bool(_LOG_LINE.match(words))
+        elif wrapping and line.kind == "text" and not line.cells and not words[0].isupper():
+            line.kind = "command"
+        else:
+            wrapping = False
 
 
 def _reaches_command(lines: list[_Line], index: int) -> bool:

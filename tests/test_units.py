@@ -348,6 +348,22 @@ def test_unfenced_log_lines_are_one_code_unit_with_their_lead_in():
     )
 
 
+def test_the_lines_an_exception_message_wraps_onto_stay_in_its_code_unit():
+    """A blog's exception wrapped at 80 columns was quoted as its first line, then "lower than streams commit
+    interval 30000." as a sentence of its own."""
+    exception = (
+        "java.lang.IllegalArgumentException: Transaction timeout 10000 was set \n"
+        "lower than streams commit interval 30000. This will cause ongoing transaction\n"
+        " always timeout due to inactivity caused by long commit interval. Consider\n"
+        "'commit.interval.ms' config, or increase the transaction timeout."
+    )
+    text = f"Streams throws the following exception:\n{exception}\nThe fix is to raise the transaction timeout."
+    units = build_units(text)
+    assert _kinds(units) == ["code", "sentence"]
+    assert units[0].parts[1] == exception
+    assert units[1].text == "The fix is to raise the transaction timeout."
+
+
 def test_an_unfenced_indented_excerpt_is_one_code_unit_with_its_lead_in():
     """A schema, config or code excerpt pasted as plain lines stays whole, as a fenced block would."""
     schema = (
