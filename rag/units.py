@@ -260,7 +260,7 @@ def _mark_wrapped_log_lines(text: str, lines: list[_Line]) -> None:
         words = text[line.start : line.end]
         if line.kind == "command":
             wrapping = bool(_LOG_LINE.match(words))
-        elif wrapping and line.kind == "text" and not line.cells and not words[0].isupper():
+        elif wrapping and line.kind == "text" and not line.cells and _wraps_on(words):
             line.kind = "command"
         else:
             wrapping = False
@@ -670,7 +670,15 @@ def points_ahead(unit: EvidenceUnit) -> bool:
 def is_log(code: str) -> bool:
     """Whether a code block is log output (what one sees), not commands (what one runs)."""
     lines = [line.strip() for line in code.split("\n") if line.strip()]
-    return bool(lines) and all(_LOG_LINE.match(line) for line in lines)
+    if not lines or not _LOG_LINE.match(lines[0]):
+        return False
+    # Every line a log line, or one a log message wraps onto (`_mark_wrapped_log_lines`).
+    return all(_LOG_LINE.match(line) or _wraps_on(line) for line in lines)
+
+
+def _wraps_on(line: str) -> bool:
+    """A line that may carry on the message of the log line above it: no sentence start, no command."""
+    return not line[0].isupper() and not _COMMAND.match(line) and not _CODE_LINE.match(line)
 
 
 def table_start(text: str) -> tuple[str, bool]:

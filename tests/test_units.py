@@ -361,6 +361,7 @@ def test_the_lines_an_exception_message_wraps_onto_stay_in_its_code_unit():
     units = build_units(text)
     assert _kinds(units) == ["code", "sentence"]
     assert units[0].parts[1] == exception
+    assert is_log(units[0].parts[1])  # what one sees, shown as the cause, not as a step to take
     assert units[1].text == "The fix is to raise the transaction timeout."
 
 
