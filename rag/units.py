@@ -57,12 +57,13 @@ _SENTENCE_STOP = re.compile(r"[.!?][\"')\]]?$")
 _COMMAND = re.compile(r"^(?:\$ |bin/|\./|[\w./-]+\.(?:sh|bat)\s|grep |[A-Z_]{2,}=\S)")
 _COMMENT = re.compile(r"^#(?:\s|$)")
 # A log record (`[2024-06-02 11:04:19,332] ERROR ...`, `ERROR [ReplicaFetcherThread-0-6], ...`), an exception
-# line (`org.apache.kafka.common.errors.TimeoutException: ...`) or a stack frame (`at o.a.k.Foo.bar(Foo.java:1)`).
+# line (`org.apache.kafka.common.errors.TimeoutException: ...`, also as a JSON log's field: `"exception":org…`)
+# or a stack frame (`at o.a.k.Foo.bar(Foo.java:1)`).
 _LOG_LINE = re.compile(
     r"^(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d"
     r"|(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL) \["
     r"|at [\w$.]+\([^)]*\)"
-    r"|(?:[a-z]\w*\.)+[A-Z]\w*(?:Exception|Error)(?::|$))"
+    r"|(?:\"\w+\"\s*:\s*\"?)?(?:[a-z]\w*\.)+[A-Z]\w*(?:Exception|Error)(?::|$))"
 )
 _CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.sh\s)")
 _INLINE_CODE = re.compile(r"(`+[^`\n]+?`+)")

@@ -406,6 +406,7 @@ def test_wrapped_or_quoted_prose_is_not_an_excerpt(text):
         "ERROR [ReplicaFetcherThread-0-6], Error for partition [test,22] to broker 6",
         "org.apache.kafka.common.errors.TimeoutException: Timeout expired",
         "kafka.common.KafkaException: Should not set log end offset on partition",
+        '"exception":org.apache.kafka.streams.errors.TaskMigratedException: Error encountered sending record',
         "at org.apache.kafka.clients.producer.internals.Sender.run(Sender.java:244)",
     ],
 )
