@@ -165,6 +165,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     # Beside the entry the question names, the other entries of its table are about other settings or
     # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it.
     pool = [u for u in scored if u is not lead]
+    if query.intent == "fact":  # what an error looks like is no fact: a log excerpt only shows a symptom
+        pool = [u for u in pool if not (u.unit.kind == "code" and is_log(u.unit.parts[-1]))]
     if _asked_about(lead.unit, query):
         pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
     focus = query.focus_identifiers

@@ -269,6 +269,27 @@ def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(wei
     assert _units(draft.text)[1].startswith(second)
 
 
+def test_a_fact_answer_takes_no_log_excerpt_but_a_troubleshooting_answer_shows_it_as_the_cause():
+    """ "and what's its default?" lost "The default `transaction.timeout.ms` is only 10s" to the exception
+    Streams prints, which took most of the answer's room and states no fact."""
+    axes = _Axes()
+    text = (
+        "Make sure the transaction timeout is at least the commit interval.\n"
+        "Streams throws the following exception otherwise:\n"
+        "java.lang.IllegalArgumentException: Transaction timeout 10000 was set\n"
+        "lower than streams commit interval 30000.\n\n"
+        "The default transaction timeout is only 10s."
+    )
+    top = candidate(axes, "top", text, [0.95, 0.92, 0.84])
+    fact = extract_answer(ranked([top], "and what's the default transaction timeout?"), shape(max_units_fact=3))
+    _check(fact)
+    assert "IllegalArgumentException" not in fact.text and "only 10s" in fact.text, fact.text
+    trouble = extract_answer(ranked([top], TROUBLESHOOT), shape(max_units_troubleshoot=3))
+    _check(trouble)
+    cause = trouble.text.split("**What it means / likely cause**")[1].split("**")[0]
+    assert "IllegalArgumentException" in cause, trouble.text
+
+
 def test_a_fact_question_takes_at_most_max_units_fact():
     axes = _Axes()
     candidates = [candidate(axes, "a", FIX, [0.9, 0.8, 0.7]), candidate(axes, "b", OTHER, [0.85, 0.75])]
