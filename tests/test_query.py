@@ -464,6 +464,11 @@ def test_a_command_alone_is_searched_as_typed():
         (f"Please summarize this for a status update:\n{METADATA_WARN}", "task"),
         ("Translate this into German: org.apache.kafka.common.errors.TimeoutException: Expired", "task"),
         ("How do I write a custom partitioner?", "fact"),
+        ("give me a python script that consumes from kafka", "task"),
+        ("tell me a joke about kafka", "task"),
+        ("can you give me some sample code for a transactional producer?", "task"),
+        ("give me an example of a producer config with acks=all", "fact"),  # the docs have examples
+        ("tell me the default of linger.ms", "fact"),
         ("Write throughput dropped after the upgrade, why?", "troubleshoot"),
         (f"{PRODUCER_COMMAND}\nERROR generate a new cluster id failed: write this down", "troubleshoot"),
     ],
