@@ -15,6 +15,7 @@ from rag.embedding import DEFAULT_MODEL, load_embedder, model_identity, resolve_
 from rag.errors import EmbeddingError, IndexMismatchError, ModelNotFoundError
 from rag.index_store import load_index, read_chunk_table, read_manifest
 from rag.onnx_runtime import OnnxEmbedder, ensure_graph, graph_path, write_atomically
+from rag.settings import Settings
 from rag.units import unit_texts
 from tests.conftest import REPO
 
@@ -93,7 +94,10 @@ def test_onnx_vectors_agree_with_torch_on_golden_questions_and_chunks(torch_embe
 
 @pytest.mark.slow
 def test_int8_vectors_stay_close_to_torch(torch_embedder, int8_embedder, agreement_texts):
-    agreement = cosines(int8_embedder.encode(agreement_texts, batch_size=16), torch_embedder.encode(agreement_texts))
+    # Dynamic quantization scales activations per batch, so an int8 vector moves a little with its batch-mates
+    # ("One more remark:" 0.9929 alone, 0.9898 among 15 others): measured at the batch the ingest encodes with.
+    batch = Settings.encode_batch_size
+    agreement = cosines(int8_embedder.encode(agreement_texts, batch_size=batch), torch_embedder.encode(agreement_texts))
     assert agreement.min() >= INT8_MIN_COSINE
     assert agreement.mean() >= INT8_MEAN_COSINE
 
