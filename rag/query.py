@@ -64,6 +64,10 @@ _FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 # A name the user quotes in their own words, one word in '…' or "…": their topic, group or host
 # ("Topic 'some_topic' shows up as 'cluster1.some_topic'"), not a word the corpus should know.
 _QUOTED_NAME = re.compile(r"(?<![\w'\"])['\"]([^'\"\s]{2,80})['\"](?![\w'\"])")
+# A name the user gives after saying it is one, shaped like a name (a dot, hyphen, underscore or digit in it):
+# "topics named primary.orders", "a group called billing-v2"; not "named after".
+_NAMED = re.compile(r"\b(?:named|called)\s+[`'\"]?([A-Za-z0-9][\w.-]{0,79}[A-Za-z0-9])", re.I)
+_NAME_SHAPE = re.compile(r"[._\-0-9]")
 # A word and the name after it, quoted or not: "lag on group fraud-scorer", "topic `customer-state`".
 _WORD_THEN_NAME = re.compile(r"\b([A-Za-z]+)(?=\s+[`'\"]?([A-Za-z0-9][\w.-]{0,79}[A-Za-z0-9]))")
 MAX_NAMED_AFTER = 200  # word pairs kept per question
@@ -196,6 +200,12 @@ def parse_query(
         if place == "question":
             own_words.append(line)
             own_terms.update(t for value in _QUOTED_NAME.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
+            own_terms.update(
+                t
+                for value in _NAMED.findall(line[:MAX_LINE_CHARS])
+                if _NAME_SHAPE.search(value)
+                for t in tokenize(value)
+            )
             if len(named_after) < MAX_NAMED_AFTER:
                 pairs = ((word.lower(), name) for word, name in _WORD_THEN_NAME.findall(line[:MAX_LINE_CHARS]))
                 named_after.extend(itertools.islice(pairs, MAX_NAMED_AFTER - len(named_after)))
