@@ -36,7 +36,7 @@ from rag.identifiers import extract_identifiers
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
 # 6: a list of bare names is one unit with the sentence before it; 7: a table row whose first cell opens with
 # "#" ("# of offline log directories | …") is a row, not a comment; 8: the wrapped lines of a log or exception
-# message belong to its code block
+# message belong to its code block, and a remark in parentheses ending a line to the sentence before it
 UNITS_VERSION = 8
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
@@ -51,6 +51,9 @@ _FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+")
 _CELL_SEPARATOR = re.compile(r" \|(?= |$)")  # the space after a pipe is the next cell's: `a | | | b` has 4 cells
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9`\"'(\[])")
+# A short remark in parentheses that ends the line ("… may re-introduce the conflict. (reported to fail 65% of
+# the time)") belongs to the sentence before it; quoted alone it says nothing.
+_TRAILING_REMARK = re.compile(r"\([^()]{1,120}\)[.!?]?\s*$")
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp)\.$", re.I)
 _TERMINAL = re.compile(r"[.!?;,:)\]]$")
 _SENTENCE_STOP = re.compile(r"[.!?][\"')\]]?$")
@@ -571,7 +574,7 @@ def _sentence_spans(text: str, span: _Span) -> list[_Span]:
     start = 0
     for match in _SENTENCE_END.finditer(line):
         end = match.start() + len(match.group(0).rstrip())
-        if _ABBREVIATION.search(line[start:end].strip()):
+        if _ABBREVIATION.search(line[start:end].strip()) or _TRAILING_REMARK.match(line, match.end()):
             continue
         pieces.append(_strip(text, span.start + start, span.start + end))
         start = match.end()

@@ -82,6 +82,16 @@ def test_prose_splits_at_sentence_ends_but_not_after_abbreviations():
     assert _kinds(build_units(text)) == ["sentence"] * 3
 
 
+def test_a_short_remark_in_parentheses_ending_a_line_stays_with_its_sentence():
+    text = "- A restart triggers another rebalance. (reported to fail 65% of the time)\n- Upgrade the client."
+    assert [u.text for u in build_units(text)] == [
+        "- A restart triggers another rebalance. (reported to fail 65% of the time)",
+        "- Upgrade the client.",
+    ]
+    # A remark that goes on, or a sentence of its own in parentheses, is split as before.
+    assert len(build_units("Set acks to all. (See the producer configs.) Then retry the send.")) == 3
+
+
 def test_short_fragments_are_dropped_and_long_sentences_capped():
     long_sentence = "word " * 300
     units = build_units(f"Ok.\n\nYes!\n\n{long_sentence}")
