@@ -36,7 +36,8 @@ from rag.identifiers import extract_identifiers
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
 # 6: a list of bare names is one unit with the sentence before it; 7: a table row whose first cell opens with
 # "#" ("# of offline log directories | …") is a row, not a comment; 8: the wrapped lines of a log or exception
-# message belong to its code block, and a remark in parentheses ending a line to the sentence before it
+# message belong to its code block, a remark in parentheses ending a line to the sentence before it, and a
+# sentence announcing "the following" block is its lead-in
 UNITS_VERSION = 8
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
@@ -51,6 +52,9 @@ _FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+")
 _CELL_SEPARATOR = re.compile(r" \|(?= |$)")  # the space after a pipe is the next cell's: `a | | | b` has 4 cells
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9`\"'(\[])")
+# A sentence that announces what comes next in its own words, not with a colon: "One can also add super users
+# in server.properties like the following (note that the delimiter is semicolon …)."
+_ANNOUNCES = re.compile(r"\b(?:the following|as follows|like this)\b", re.I)
 # A short remark in parentheses that ends the line ("… may re-introduce the conflict. (reported to fail 65% of
 # the time)") belongs to the sentence before it; quoted alone it says nothing.
 _TRAILING_REMARK = re.compile(r"\([^()]{1,120}\)[.!?]?\s*$")
@@ -364,7 +368,7 @@ class _Builder:
             current = self.lines[index]
             return last if current.kind == "fence" or current.indent > line.indent else None
         sentence = last.of(self.text)
-        if sentence.endswith(":") or _dangling(sentence):
+        if sentence.endswith(":") or _dangling(sentence) or _ANNOUNCES.search(sentence):
             return last
         return None
 
@@ -720,7 +724,7 @@ def list_ending(text: str, continues_code: bool = False) -> tuple[str, bool] | N
     if line.kind != "text":
         return "", True
     last = _sentence_spans(text, _Span(line.start, line.end))[-1].of(text)
-    return (last if last.endswith(":") or _dangling(last) else ""), True
+    return (last if last.endswith(":") or _dangling(last) or _ANNOUNCES.search(last) else ""), True
 
 
 def starts_in_list(text: str) -> bool:

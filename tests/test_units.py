@@ -278,6 +278,19 @@ def test_a_code_block_stays_whole_with_its_lead_in():
     assert units[1].parts == ("To add partitions you can do", command)
 
 
+def test_a_sentence_that_announces_the_block_in_words_is_its_lead_in():
+    """ "… like the following (note that …)." ends with a period, not a colon, and still introduces the block."""
+    text = (
+        "One can also add super users in server.properties like the following (note the semicolon).\n"
+        "```\nsuper.users=User:Bob;User:Alice\n```\n"
+        "The following features are not fully implemented in KRaft mode."
+    )
+    units = build_units(text)
+    assert _kinds(units) == ["code", "sentence"]
+    assert units[0].parts[0].startswith("One can also add super users")
+    assert units[1].text == "The following features are not fully implemented in KRaft mode."  # no block follows
+
+
 def test_a_code_block_without_lead_in_is_one_unit():
     text = "The broker logs this.\n\n```\nERROR [Broker id=1] first line\nat kafka.server.X.y(X.scala:12)\n```"
     units = build_units(text)
