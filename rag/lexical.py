@@ -12,8 +12,9 @@ import logging
 import re
 from array import array
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
+from string import ascii_lowercase
 from typing import Any
 
 import bm25s
@@ -135,6 +136,26 @@ def parts_only(text: str, compounds: Collection[str]) -> frozenset[str]:
         if part != match.group(0)
     )
     return frozenset(token for token, count in contributed.items() if counts[token] <= count)
+
+
+MIN_CORRECTED_CHARS = 6  # shorter words have too many neighbours one letter away ("flink" and "link")
+
+
+def correction(word: str, frequency: Callable[[str], int]) -> str | None:
+    """The token one dropped letter or one swap of neighbours away from `word`'s token that the corpus uses
+    most (`frequency`: chunks holding a token), for a word it never uses: "partiton" is "partition", "offet"
+    "offset", "defualt" "default". Only letters the user left out or swapped: a letter replaced would read
+    another product's "spring" as "string", and one taken away "refused" as "reused" or `kafkajs` as
+    "kafka". None when no such token is used."""
+    tokens = tokenize(word)
+    if len(word) < MIN_CORRECTED_CHARS or not word.isalpha() or len(tokens) != 1 or frequency(tokens[0]):
+        return None
+    token = tokens[0]
+    edits = {token[:i] + token[i + 1] + token[i] + token[i + 2 :] for i in range(len(token) - 1)}
+    edits |= {token[:i] + c + token[i:] for i in range(len(token) + 1) for c in ascii_lowercase}
+    used = [(frequency(t), t) for t in sorted(edits)]
+    best = max(used, default=(0, ""))
+    return best[1] if best[0] else None
 
 
 def _fold(word: str) -> str:

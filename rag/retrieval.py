@@ -25,7 +25,15 @@ from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
 from rag.identifiers import extract_identifiers, is_plain_two_part
 from rag.index_store import LoadedIndex
-from rag.lexical import bm25_scores, document_frequency, parts_only, rows_holding, rows_with, tokenize
+from rag.lexical import (
+    bm25_scores,
+    correction,
+    document_frequency,
+    parts_only,
+    rows_holding,
+    rows_with,
+    tokenize,
+)
 from rag.passages import Passage
 from rag.query import Query, QueryIdentifier, says_message, shared_run
 from rag.ranking import RANK_FEATURES
@@ -40,6 +48,7 @@ BM25_B = 0.75
 ERROR_ROW_READS = 64  # chunks carrying an error-like name read for one that defines it as an error
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
+_PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w.\-/@$`'\"&=])")  # a lower-case word standing alone
 _NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _CAMEL_CASE = re.compile(r"[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`, `commitSync`
@@ -170,6 +179,7 @@ class Retriever:
             raise RetrievalError(f"Unknown retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
         timings: dict[str, float] = {}
         started = time.perf_counter()
+        query = self._spelling_corrected(query)
         own_names = self._names_after_flags(query)
         if own_names:  # the user's own topic, group or host, as they name it after the word for it
             query = dataclasses.replace(query, own_terms=query.own_terms | own_names)
@@ -308,6 +318,20 @@ class Retriever:
         if carriers is None:
             return self._identifier_lookup.idf(identifier)
         return _inverse_frequency(self.size, len(carriers))
+
+    def _spelling_corrected(self, query: Query) -> Query:
+        """The query with each misspelt word of the user's in the corpus's spelling (`correction`): a word
+        written in lower case on its own, not part of a name (`spring-kafka`) nor one of the user's own terms.
+        A typo is no word the corpus lacks: "how to incrase partitons" was declined as uncovered."""
+        fixed: dict[str, str] = {}
+        for word in set(_PLAIN_WORD.findall(query.text)) - query.own_terms:
+            right = correction(word, self._document_frequency)
+            if right is not None:
+                fixed[word] = right
+        if not fixed:
+            return query
+        text = _PLAIN_WORD.sub(lambda m: fixed.get(m.group(0), m.group(0)), query.text)
+        return dataclasses.replace(query, text=text, tokens=tuple(tokenize(text)))
 
     def _unknown_keys(self, query: Query) -> frozenset[QueryIdentifier]:
         """The question's two-part dotted words that no chunk carries: `buffer.memory` is a key where the

@@ -11,6 +11,7 @@ import pytest
 from rag.lexical import (
     BM25_FILES,
     bm25_scores,
+    correction,
     document_frequency,
     load_bm25,
     parts_only,
@@ -156,3 +157,25 @@ def test_the_spilling_build_scores_exactly_as_bm25s_own_index(tmp_path, spill_en
     assert sorted(p.name for p in (tmp_path / "bm25").iterdir()) == sorted(BM25_FILES.values())  # no scratch left
     for query in ["share group describe", "transaction.timeout.ms", "consumer rebalance poll", "isr", "zzqx", *TEXTS]:
         np.testing.assert_allclose(bm25_scores(ours, query), bm25_scores(reference, query), atol=1e-5)
+
+
+CORPUS_FREQUENCY = {"partition": 40, "offset": 30, "default": 50, "increase": 9, "rebalancing": 5, "string": 7}
+
+
+@pytest.mark.parametrize(
+    ("word", "right"),
+    [
+        ("partitons", "partition"),  # a letter left out (and the plural folded)
+        ("offets", "offset"),
+        ("defualt", "default"),  # two letters swapped
+        ("incrase", "increase"),
+        ("partition", None),  # the corpus uses it
+        ("spring", None),  # another product's word: no letter is replaced ("string")
+        ("kafkajs", None),  # no letter is taken away
+        ("offet", None),  # too short to tell a typo from another word
+        ("rebalacing2", None),  # not a word
+        ("zzqxflurbo", None),  # nothing near it
+    ],
+)
+def test_a_misspelt_word_is_read_as_the_corpus_word_one_left_out_or_swapped_letter_away(word, right):
+    assert correction(word, lambda token: CORPUS_FREQUENCY.get(token, 0)) == right

@@ -49,6 +49,14 @@ def _top(pool, k=5):
     return rank(pool, k, max_per_section=4, model=load_ranker()).candidates
 
 
+def test_misspelt_words_of_the_user_are_searched_as_the_corpus_spells_them(retriever):
+    query = parse_query("how do i incrase partitons of a topic? spring-kafka and kafkajs both say refused")
+    corrected = retriever._spelling_corrected(query)
+    assert "increase partition" in corrected.text and "increase" in corrected.tokens
+    assert "spring-kafka" in corrected.text and "kafkajs" in corrected.text and "refused" in corrected.text
+    assert corrected.question == query.question  # the user's words are kept for the answer
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
 @pytest.mark.parametrize("question", QUESTIONS, ids=range(len(QUESTIONS)))
 def test_features_are_finite_and_in_range(retriever, stage, question, mode):
