@@ -387,6 +387,25 @@ def test_a_one_word_setting_is_named_only_as_it_is_spelt(question, leader):
     assert draft.text.startswith(leader), draft.text
 
 
+RESILIENCE = (
+    "Parameter Name | Corresponding Client | Default value | Consider setting to\n"
+    "acks | Producer | acks=1 | acks=all\n"
+    "replication.factor | Streams | -1 | 3"
+)
+
+
+def test_of_two_entries_for_one_name_the_one_under_its_own_heading_leads():
+    """ "what is the default of acks?" was answered by the `acks` row of a table of settings recommended for
+    resiliency ("Default value: acks=1", a Streams recommendation), not by the producer's `acks` entry."""
+    axes = _Axes()
+    table = candidate(axes, "table", RESILIENCE, [0.9, 0.3], heading="Recommended configuration parameters")
+    entry = candidate(axes, "acks", ACKS, [0.5, 0.4], heading="acks")
+    draft = extract_answer(ranked([table, entry], "what is the default value of acks?"), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.startswith("`acks`: The number of acknowledgments"), draft.text
+    assert "Default: all" in _units(draft.text)[0], draft.text
+
+
 ERROR_ROWS = (
     "Error | Code | Retriable | Description\n"
     "CORRUPT_MESSAGE | 2 | True | This message has failed its CRC checksum or is otherwise corrupt.\n"
