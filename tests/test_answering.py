@@ -90,6 +90,13 @@ def ranked(candidates, question: str = FACT) -> Ranked:
     return Ranked(make_pool(candidates, question=question), tuple(candidates), tuple(range(len(candidates), 0, -1)))
 
 
+def _answer_from(text: str, scores, question: str, **overrides):
+    """The checked answer that one passage of `text`, its units scored `scores`, gives to `question`."""
+    draft = extract_answer(ranked([candidate(_Axes(), "top", text, scores)], question), shape(**overrides))
+    _check(draft)
+    return draft
+
+
 def _units(text: str) -> list[str]:
     return [block for block in text.split("\n\n") if not block.startswith("**")]
 
@@ -180,56 +187,46 @@ def test_a_title_line_is_never_quoted_even_when_it_scores_best():
 def test_a_lead_in_that_ends_its_chunk_is_never_quoted_but_one_followed_by_prose_is():
     """The list "All workers require a few configs:" introduces starts the next chunk: alone, the lead-in
     says nothing. One followed by what it introduces, even as prose, states something."""
-    axes = _Axes()
     text = (
         "You may safely remove these properties from your worker configurations:\n"
         "`internal.key.converter=org.apache.kafka.connect.json.JsonConverter`\n\n"
         "All workers (both standalone and distributed) require a few configs:"
     )
-    top = candidate(axes, "top", text, [0.5, 0.4, 0.95])
-    draft = extract_answer(ranked([top], "which configs does a connect worker need?"), shape(max_units_fact=3))
-    _check(draft)
+    draft = _answer_from(text, [0.5, 0.4, 0.95], "which configs does a connect worker need?", max_units_fact=3)
     assert "require a few configs" not in draft.text, draft.text
     assert draft.text.startswith("You may safely remove these properties"), draft.text
 
 
-@pytest.mark.parametrize(
-    "pointer",
-    [
-        "Below are the configuration properties for Tiered Storage.",  # the page includes the table from elsewhere
-        "Further cleaner configurations are described here.",  # "here" was a link
-        "The following example enables it for one topic.",  # the example starts the next chunk
-    ],
-)
-def test_a_sentence_that_announces_what_follows_is_not_quoted_at_the_end_of_its_chunk(pointer):
-    axes = _Axes()
-    text = f"Tiered storage keeps old log segments in remote storage. {pointer}"
-    top = candidate(axes, "top", text, [0.5, 0.95])
-    draft = extract_answer(ranked([top], "how do I configure tiered storage?"), shape(max_units_fact=2))
-    _check(draft)
-    assert _units(draft.text) == ["Tiered storage keeps old log segments in remote storage. [1]"], draft.text
-    # Followed by more of its passage, the same sentence stays eligible: it is not a word list of bad sentences.
-    middle = candidate(_Axes(), "mid", f"{pointer} Tiered storage keeps old log segments.", [0.95, 0.5])
-    assert extract_answer(ranked([middle], "how do I configure tiered storage?"), shape()).text.startswith(pointer)
+SEGMENTS = "Tiered storage keeps old log segments in remote storage."
+ANNOUNCEMENTS = [
+    "Below are the configuration properties for Tiered Storage.",  # the page includes the table from elsewhere
+    "Further cleaner configurations are described here.",  # "here" was a link
+    "The following example enables it for one topic.",  # the example starts the next chunk
+]
+POINTERS = [
+    "Please check KIP-405 for more information.",  # was the whole answer to "KIP-405"
+    "For more information, see the Kafka Producer documentation.",
+    "See KIP-950 for more details.",
+    "For more detailed information, please refer to KIP-937.",
+    "- Refer to the upgrade guide.",
+]
 
 
 @pytest.mark.parametrize(
-    "pointer",
-    [
-        "Please check KIP-405 for more information.",  # was the whole answer to "KIP-405"
-        "For more information, see the Kafka Producer documentation.",
-        "See KIP-950 for more details.",
-        "For more detailed information, please refer to KIP-937.",
-        "- Refer to the upgrade guide.",
-    ],
+    ("text", "scores"),
+    [(f"{SEGMENTS} {announcement}", [0.5, 0.95]) for announcement in ANNOUNCEMENTS]  # at the end of its chunk
+    + [(f"{pointer}\n{SEGMENTS}", [0.95, 0.5]) for pointer in POINTERS],  # anywhere
 )
-def test_a_sentence_that_only_says_where_to_read_more_is_never_quoted(pointer):
-    axes = _Axes()
-    text = f"{pointer}\nTiered storage keeps old log segments in remote storage."
-    top = candidate(axes, "top", text, [0.95, 0.5])
-    draft = extract_answer(ranked([top], "what is KIP-405 tiered storage?"), shape(max_units_fact=2))
-    _check(draft)
-    assert _units(draft.text) == ["Tiered storage keeps old log segments in remote storage. [1]"], draft.text
+def test_a_sentence_that_states_nothing_here_is_not_quoted(text, scores):
+    draft = _answer_from(text, scores, "how do I configure KIP-405 tiered storage?", max_units_fact=2)
+    assert _units(draft.text) == [f"{SEGMENTS} [1]"], draft.text
+
+
+@pytest.mark.parametrize("announcement", ANNOUNCEMENTS)
+def test_an_announcement_followed_by_more_of_its_passage_stays_quotable(announcement):
+    # It is not a word list of bad sentences: only at the end of its chunk does it announce what is not there.
+    middle = candidate(_Axes(), "mid", f"{announcement} {SEGMENTS}", [0.95, 0.5])
+    assert extract_answer(ranked([middle], "how do I configure tiered storage?"), shape()).text.startswith(announcement)
 
 
 def test_an_instruction_to_check_or_read_something_is_no_pointer():
@@ -272,7 +269,6 @@ def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(wei
 def test_a_fact_answer_takes_no_log_excerpt_but_a_troubleshooting_answer_shows_it_as_the_cause():
     """ "and what's its default?" lost "The default `transaction.timeout.ms` is only 10s" to the exception
     Streams prints, which took most of the answer's room and states no fact."""
-    axes = _Axes()
     text = (
         "Make sure the transaction timeout is at least the commit interval.\n"
         "Streams throws the following exception otherwise:\n"
@@ -280,12 +276,9 @@ def test_a_fact_answer_takes_no_log_excerpt_but_a_troubleshooting_answer_shows_i
         "lower than streams commit interval 30000.\n\n"
         "The default transaction timeout is only 10s."
     )
-    top = candidate(axes, "top", text, [0.95, 0.92, 0.84])
-    fact = extract_answer(ranked([top], "and what's the default transaction timeout?"), shape(max_units_fact=3))
-    _check(fact)
+    fact = _answer_from(text, [0.95, 0.92, 0.84], "and what's the default transaction timeout?", max_units_fact=3)
     assert "IllegalArgumentException" not in fact.text and "only 10s" in fact.text, fact.text
-    trouble = extract_answer(ranked([top], TROUBLESHOOT), shape(max_units_troubleshoot=3))
-    _check(trouble)
+    trouble = _answer_from(text, [0.95, 0.92, 0.84], TROUBLESHOOT, max_units_troubleshoot=3)
     cause = trouble.text.split("**What it means / likely cause**")[1].split("**")[0]
     assert "IllegalArgumentException" in cause, trouble.text
 
@@ -732,29 +725,25 @@ def test_one_chosen_item_of_a_list_without_a_lead_in_brings_nothing_else():
     assert draft.text == "Finally move all producers to the new cluster. [1]"
 
 
-def test_items_of_one_list_in_different_parts_of_a_troubleshooting_answer_stay_apart():
-    axes = _Axes()
-    text = "- The record lock expired before the ack arrived.\n- Increase the record lock duration to fix it."
-    items = candidate(axes, "fix", text, [0.9, 0.8])
-    draft = extract_answer(ranked([items], TROUBLESHOOT), shape(max_units_troubleshoot=2))
-    _check(draft)
-    assert draft.text == (
-        "**What it means / likely cause**\n\nThe record lock expired before the ack arrived. [1]\n\n"
-        "**What to do**\n\nIncrease the record lock duration to fix it. [1]"
-    )
+LOCK_CAUSE = "**What it means / likely cause**\n\nThe record lock expired before the ack arrived. [1]"
+LOCK_FIX = "**What to do**\n\nIncrease the record lock duration to fix it. [1]"
 
 
-def test_a_troubleshooting_answer_opens_with_the_part_its_lead_falls_in():
-    """The best unit leads the answer even when it is a fix: its part comes first, the others keep their order."""
+@pytest.mark.parametrize(
+    ("scores", "parts"),
+    [
+        ([0.9, 0.8], [LOCK_CAUSE, LOCK_FIX]),
+        # The best unit leads the answer even when it is a fix: its part comes first.
+        ([0.8, 0.9], [LOCK_FIX, LOCK_CAUSE]),
+    ],
+)
+def test_items_of_one_list_in_different_parts_stay_apart_and_the_leads_part_comes_first(scores, parts):
     axes = _Axes()
     text = "- The record lock expired before the ack arrived.\n- Increase the record lock duration to fix it."
-    items = candidate(axes, "fix", text, [0.8, 0.9])
+    items = candidate(axes, "fix", text, scores)
     draft = extract_answer(ranked([items], TROUBLESHOOT), shape(max_units_troubleshoot=2))
     _check(draft)
-    assert draft.text == (
-        "**What to do**\n\nIncrease the record lock duration to fix it. [1]\n\n"
-        "**What it means / likely cause**\n\nThe record lock expired before the ack arrived. [1]"
-    )
+    assert draft.text == "\n\n".join(parts)
 
 
 def test_a_list_cut_for_size_is_shown_whole_with_its_lead_in_once():
