@@ -324,7 +324,9 @@ class Retriever:
         written in lower case on its own, not part of a name (`spring-kafka`) nor one of the user's own terms.
         A typo is no word the corpus lacks: "how to incrase partitons" was declined as uncovered."""
         fixed: dict[str, str] = {}
-        for word in set(_PLAIN_WORD.findall(query.text)) - query.own_terms:
+        for word in set(_PLAIN_WORD.findall(query.text)):
+            if query.own_terms.intersection(tokenize(word)):
+                continue
             right = correction(word, self._document_frequency)
             if right is not None:
                 fixed[word] = right
