@@ -146,8 +146,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
     lead = max(lead_pool, key=lambda u: u.score)
     # Of two entries for the same name, the one under a heading of that name is the reference: the producer's
     # `acks` section, not the `acks` row of a table of settings recommended for resiliency.
-    twins = [u for u in named if u.unit.subject.lower() == lead.unit.subject.lower() and _own_section(u, ranked)]
-    if twins and not _own_section(lead, ranked):
+    twins = [u for u in named if u.unit.subject.lower() == lead.unit.subject.lower() and _is_own_entry(u)]
+    if twins and not _is_own_entry(lead):
         lead = max(twins, key=lambda u: u.score)
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
     layout = query.intent == "troubleshoot"
@@ -420,10 +420,9 @@ def _spelt_in(subject: str, text: str) -> bool:
     return re.search(rf"(?<![\w.-]){re.escape(subject.lower())}(?![\w-]|\.\w)", text.lower()) is not None
 
 
-def _own_section(unit: _Scored, ranked: Ranked) -> bool:
-    """The unit is an entry whose passage's own heading is the entry's name."""
-    path = ranked.candidates[unit.candidate_index].passage.section_path
-    return bool(unit.unit.subject) and len(path) > 1 and path[-1].strip().lower() == unit.unit.subject.strip().lower()
+def _is_own_entry(unit: _Scored) -> bool:
+    """The unit is the setting entry its passage's heading names (`_entry_position`)."""
+    return unit.entry == unit.unit.position
 
 
 def _runs_in(words: Sequence[str], text: Sequence[str]) -> bool:

@@ -66,10 +66,11 @@ _FLAG_VALUE = re.compile(r"(?:^|\s)--?[a-z][\w-]*(?:=|\s+)(?!-)([^\s'\"]+)")
 _QUOTED_NAME = re.compile(r"(?<![\w'\"])['\"]([^'\"\s]{2,80})['\"](?![\w'\"])")
 # A name the user gives after saying it is one, shaped like a name (a dot, hyphen, underscore or digit in it):
 # "topics named primary.orders", "a group called billing-v2"; not "named after".
-_NAMED = re.compile(r"\b(?:named|called)\s+[`'\"]?([A-Za-z0-9][\w.-]{0,79}[A-Za-z0-9])", re.I)
+_NAME_WORD = r"[A-Za-z0-9][\w.-]{0,79}[A-Za-z0-9]"  # a topic, group or host name: `orders`, `billing-v2`
+_NAMED = re.compile(rf"\b(?:named|called)\s+[`'\"]?({_NAME_WORD})", re.I)
 _NAME_SHAPE = re.compile(r"[._\-0-9]")
 # A word and the name after it, quoted or not: "lag on group fraud-scorer", "topic `customer-state`".
-_WORD_THEN_NAME = re.compile(r"\b([A-Za-z]+)(?=\s+[`'\"]?([A-Za-z0-9][\w.-]{0,79}[A-Za-z0-9]))")
+_WORD_THEN_NAME = re.compile(rf"\b([A-Za-z]+)(?=\s+[`'\"]?({_NAME_WORD}))")
 MAX_NAMED_AFTER = 200  # word pairs kept per question
 # A message the user quotes or pastes: several words in "…", '…' or `…`, or what follows a colon on an
 # error line ("…Exception: The coordinator is not aware of this member.", "Offset commit failed on partition
