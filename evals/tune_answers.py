@@ -4,11 +4,11 @@
         --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index
 
 Coordinate search over the `AnswerShape` settings (units per answer, the relative cutoff, novelty, the
-unit score's weights, and the rendered answer's character budget `answer_max_chars`): each setting in
-turn takes the value that maximises key-fact recall on the answerable tuning questions while every golden
-file's median answer stays under `MAX_MEDIAN_CHARS`; two rounds. `--only NAME ...` searches those settings
-alone, the others kept as they are. The report also shows source precision
-(the share of cited passages from the item's source documents), so
+unit score's weights, the score the best unit of one of several asks needs to be held, and the rendered
+answer's character budget `answer_max_chars`): each setting in turn takes the value that maximises key-fact
+recall on the answerable tuning questions while every golden file's median answer stays under
+`MAX_MEDIAN_CHARS`; two rounds. `--only NAME ...` searches those settings alone, the others kept as they are.
+The report also shows source precision (the share of cited passages from the item's source documents), so
 a setting that pads answers with lines from unrelated pages is visible. Test-part ids are never read.
 Prints the chosen values (copy them into `rag/settings.py`) and writes `evals/reports/tune_answers.md`.
 """
@@ -39,6 +39,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "unit_neighbour_weight": (0.0, 0.05, 0.1, 0.2),
     "unit_echo_weight": (0.0, 0.1, 0.3, 0.5),
     "unit_echo_share": (0.6, 0.8, 0.9, 1.01),  # 1.01: never
+    "unit_ask_min": (0.6, 0.7, 0.8, 0.9, 1.0, 9.0),  # 9.0: never
     "answer_max_chars": (850, 900, 950, 1000, 1050),  # the rendered answer's bound, markers and headings included
 }
 ROUNDS = 2

@@ -65,6 +65,7 @@ class AnswerShape:
     echo_weight: float
     echo_share: float  # ... or a code unit with this share of its words in the question (the user's own log lines)
     max_chars: int  # stop adding units past this many characters
+    ask_min: float  # the best unit for one of several asks is held when it scores this much for that ask
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AnswerShape:
@@ -80,6 +81,7 @@ class AnswerShape:
             echo_weight=settings.unit_echo_weight,
             echo_share=settings.unit_echo_share,
             max_chars=settings.answer_max_chars,
+            ask_min=settings.unit_ask_min,
         )
 
 
@@ -131,8 +133,9 @@ def abstain(ranked: Ranked, related: int = 3) -> Draft:
     return Draft(text=NOT_COVERED + note, citations=(), abstained=True, related=passages)
 
 
-def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
-    """The units that answer the question, led by the best one of the best-ranked passage, cited with [n]."""
+def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = ()) -> Draft:
+    """The units that answer the question, led by the best one of the best-ranked passage, cited with [n].
+    `asks` are the question's asks searched alone (`Query.asks`): each one's best unit follows the lead."""
     query = ranked.pool.query
     scored = [u for index, c in enumerate(ranked.candidates) for u in _score_units(query, ranked, index, c, shape)]
     lead_pool = [u for u in scored if u.candidate_index == 0] or scored
@@ -179,6 +182,16 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
         # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121).
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
+    for place in _answers_to_asks(asks, ranked, shape):
+        unit = by_place.get(place)
+        if unit is None or unit in chosen:
+            continue
+        added, cost = _admitted(unit, chosen, seen_terms, by_place, shape.max_chars - chars, limit, shape)
+        chosen += added
+        seen_terms.update(term for u in added for term in u.terms)
+        chars += cost
+        if unit in pool:
+            pool.remove(unit)
     while pool and len(chosen) < limit:
         # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
         # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
@@ -197,28 +210,59 @@ def extract_answer(ranked: Ranked, shape: AnswerShape) -> Draft:
         if below and not layout:
             break  # the best remaining unit is too far below the lead: so is every other one
         pool.remove(unit)
-        if below or _among(unit, chosen):
-            continue  # too far below its part's best; or a setting's entry already shown for its continuation
-        if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE and not _rows_apart(unit, other) for other in chosen):
-            continue
-        new_terms = unit.terms - seen_terms
-        if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
-            continue  # adds no fact the answer does not already state
-        entry = _missing_entry(unit, chosen, by_place)
-        cost = unit.size - _shared_lead_in(unit, chosen) + (entry.size if entry else 0)
-        if chars + cost > shape.max_chars or (entry and len(chosen) + 2 > limit):
-            continue
-        if entry is not None:
-            chosen.append(dataclasses.replace(entry, bucket=unit.bucket))
-            seen_terms |= entry.terms
-        chosen.append(unit)
-        seen_terms |= unit.terms
+        if below:
+            continue  # too far below its part's best
+        added, cost = _admitted(unit, chosen, seen_terms, by_place, shape.max_chars - chars, limit, shape)
+        chosen += added
+        seen_terms.update(term for u in added for term in u.terms)
         chars += cost
     chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars)
     chosen, budget = _with_what_they_follow(chosen, by_place, budget)
     chosen, budget = _with_whole_lists(chosen, scored, budget)
     shown = _with_what_lead_ins_introduce(chosen, by_place, budget)
     return _within(ranked.candidates, shown, layout, shape.max_chars)
+
+
+def _answers_to_asks(asks: Sequence[Ranked], ranked: Ranked, shape: AnswerShape) -> list[tuple[int, int]]:
+    """The place of the best unit for each of the question's asks: in the passage that ask ranks first on its
+    own, when the whole question ranks that passage too. Alone, a short ask ("which setting is this") also
+    finds passages about something else; the whole question's passages keep it on the subject."""
+    rows = {c.passage.chunk_id: index for index, c in enumerate(ranked.candidates)}
+    places = []
+    for ask in asks:
+        first = ask.candidates[0] if ask.candidates else None
+        if first is None or first.passage.chunk_id not in rows:
+            continue
+        units = _score_units(ask.pool.query, ask, 0, first, shape)
+        best = max(units, key=lambda u: u.score, default=None)
+        if best is not None and best.score >= shape.ask_min:
+            places.append((rows[first.passage.chunk_id], best.unit.position))
+    return places
+
+
+def _admitted(
+    unit: _Scored,
+    chosen: list[_Scored],
+    seen_terms: set[str],
+    by_place: dict[tuple[int, int], _Scored],
+    room: int,
+    limit: int,
+    shape: AnswerShape,
+) -> tuple[list[_Scored], int]:
+    """What showing `unit` adds to the answer (its setting's entry first, when not shown) and the characters
+    that costs; nothing when it says what the answer says, or does not fit `room` characters and `limit` units."""
+    if _among(unit, chosen):
+        return [], 0  # a setting's entry already shown for its continuation
+    if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE and not _rows_apart(unit, other) for other in chosen):
+        return [], 0
+    new_terms = unit.terms - seen_terms
+    if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
+        return [], 0  # adds no fact the answer does not already state
+    entry = _missing_entry(unit, chosen, by_place)
+    cost = unit.size - _shared_lead_in(unit, chosen) + (entry.size if entry else 0)
+    if cost > room or (entry and len(chosen) + 2 > limit):
+        return [], 0
+    return ([dataclasses.replace(entry, bucket=unit.bucket)] if entry else []) + [unit], cost
 
 
 def _within(candidates: tuple[Candidate, ...], shown: list[_Scored], layout: bool, max_chars: int) -> Draft:

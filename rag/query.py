@@ -146,6 +146,10 @@ class Query:
     # Each word of the user's own lines with the name after it ("group fraud-scorer"): retrieval counts the
     # name among `own_terms` when the corpus's commands take the word as an option (`--group`).
     named_after: tuple[tuple[str, str], ...] = ()
+    # The separate questions of a question that asks several ("Which setting is this, and is there a metric
+    # that shows it?"), each with words enough to be searched alone; empty when it asks one thing, and for a
+    # follow-up, whose asks lean on the conversation.
+    asks: tuple[str, ...] = ()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -249,7 +253,36 @@ def parse_query(
         own_terms=frozenset(own_terms),
         messages=tuple(dict.fromkeys(messages))[:MAX_MESSAGES],
         named_after=tuple(dict.fromkeys(named_after)),
+        asks=() if history and is_followup(question, history) else question_asks(text),
     )
+
+
+# Where a question's sentence asks a further thing: a comma, "and", "or", "but" or ";" before a question word.
+_ASK_OPENER = r"(?:what|which|how|where|when|why|who|is|are|does|do|did|can|could|should|will|would|was|were|has|have)"
+_NEXT_ASK = re.compile(rf"(?:,\s*(?:and|or|but)\s+|,\s+|\s+(?:and|or|but)\s+|;\s*)(?={_ASK_OPENER}\b)", re.I)
+_ASKS = re.compile(rf"(?:(?:and|or|but|so|also|then)\s+)?{_ASK_OPENER}\b", re.I)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+MIN_ASK_TERMS = 3  # "what's its default" leans on the ask before it, and its answer sits beside that one's
+MAX_ASKS = 3
+MAX_ASK_CHARS = 2000  # of the user's own lines
+
+
+def question_asks(text: str) -> tuple[str, ...]:
+    """The questions the user's own sentences ask (those ending in "?", split where a question word starts
+    a further ask), when they ask more than one: each is searched alone, so the answer can hold one unit for
+    each. Pasted logs, commands, stack frames and fenced blocks are no asks."""
+    own: list[str] = []
+    fenced = False
+    for line in text[:400_000].split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.strip() and line_place(line) == "question":
+            own.append(line[:MAX_LINE_CHARS])
+    sentences = _SENTENCE_END.split(" ".join(own)[:MAX_ASK_CHARS])
+    parts = [p.strip(" ?") for s in sentences if s.rstrip().endswith("?") for p in _NEXT_ASK.split(s)]
+    asking = [p for p in parts if _ASKS.match(p)]  # "Topic orders keeps growing, why is that?" asks one thing
+    asks = [p for p in asking if len(tokenize(p)) >= MIN_ASK_TERMS]
+    return tuple(asks[:MAX_ASKS]) if len(asking) > 1 else ()
 
 
 def message_words(text: str) -> str:

@@ -70,6 +70,7 @@ class _Prepared:
     ranked: Ranked
     timings_ms: dict[str, float]
     version: str
+    asks: tuple[Ranked, ...] = ()  # the first passage of each of the question's asks searched alone
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,7 @@ class Assistant:
             self.settings.top_k if top_k is None else top_k,
             retrieval or self.settings.retrieval_mode,
             use_llm=answerer == "llm",
+            each_ask=answerer != "llm",
         )
         timings = dict(prepared.timings_ms)
         notes = list(prepared.notes)
@@ -224,7 +226,7 @@ class Assistant:
         elif answerer == "llm":
             draft, used = yield from self._stream_llm(prepared, history, notes)
         else:
-            draft = extract_answer(prepared.ranked, self._shape)
+            draft = extract_answer(prepared.ranked, self._shape, prepared.asks)
             yield draft.text
         timings["answer"] = elapsed_ms(stage)
         timings["total"] = elapsed_ms(started)
@@ -270,7 +272,9 @@ class Assistant:
 
     # ------------------------------------------------------------------------------------------ stages
 
-    def _prepare(self, question: str, history: History, k: int, mode: str, use_llm: bool) -> _Prepared:
+    def _prepare(
+        self, question: str, history: History, k: int, mode: str, use_llm: bool, each_ask: bool = False
+    ) -> _Prepared:
         check_question(question, history, k)
         retriever = self._retriever  # read once: a version swapped in meanwhile serves the next request
         timings: dict[str, float] = {}
@@ -297,7 +301,15 @@ class Assistant:
         ranked = rank(pool, k, self.settings.max_per_section, self._ranker)
         ranked = dataclasses.replace(ranked, candidates=retriever.with_earlier_context(ranked.candidates))
         timings["rank"] = elapsed_ms(started)
-        return _Prepared(query, tuple(notes), ranked, timings, retriever.version)
+        asks: list[Ranked] = []
+        if each_ask:  # the extractive answer holds a unit for each thing the question asks
+            started = time.perf_counter()
+            for ask in query.asks:
+                ask_query = parse_query(ask, (), self.settings.max_question_chars)
+                first = rank(retriever.retrieve(ask_query, k * 4, mode, self._first_stage), 1, 1, self._ranker)
+                asks.append(dataclasses.replace(first, candidates=retriever.with_earlier_context(first.candidates)))
+            timings["asks"] = elapsed_ms(started)
+        return _Prepared(query, tuple(notes), ranked, timings, retriever.version, tuple(asks))
 
     def _stream_llm(self, prepared: _Prepared, history: History, notes: list[str]):
         passages = [c.passage for c in prepared.ranked.candidates]

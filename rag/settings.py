@@ -74,6 +74,9 @@ class Settings:
     unit_neighbour_weight: float = 0.05  # for a unit next to one already in the answer, in the same passage
     unit_echo_weight: float = 0.3  # against a unit that repeats the user's pasted command, or names another exception
     unit_echo_share: float = 0.8  # ... or a code unit with this share of its words in the question (their log lines)
+    # A question that asks several things holds the best unit for each ask searched alone, when it scores this
+    # much (`rag.answering.AnswerShape.ask_min`).
+    unit_ask_min: float = 0.8
     # The rendered answer (quoted words, names, labels, markers, part headings) stays within this many
     # characters: concise by construction on any mix of questions (a limit on the tuning parts' median alone
     # let the test parts' answers run longer). Chosen by `evals/tune_answers.py --only answer_max_chars`:

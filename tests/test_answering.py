@@ -57,6 +57,7 @@ def shape(**overrides) -> AnswerShape:
         "echo_weight": 0.0,
         "echo_share": 1.01,
         "max_chars": 5000,
+        "ask_min": 0.8,
     } | overrides
     return AnswerShape(**values)
 
@@ -336,6 +337,39 @@ def test_units_far_below_the_lead_are_left_out():
     draft = extract_answer(ranked([candidate(axes, "a", FIX, [0.9, 0.85, 0.5])]), shape(relative_cutoff=0.1))
     assert len(_units(draft.text)) == 2
     assert "ShareFetch" not in draft.text
+
+
+TWO_ASKS = "what is the record lock duration, and how do consumers of a share group read records?"
+
+
+@pytest.mark.parametrize(
+    ("ask_passage", "ask_min", "held"),
+    [
+        ("second", 0.8, True),  # the second ask's best unit, far below the lead for the whole question
+        ("second", 0.99, False),  # it scores too little for that ask
+        ("elsewhere", 0.8, False),  # the ask alone ranks first a passage the whole question does not rank
+    ],
+)
+def test_each_ask_of_a_question_holds_its_best_unit(ask_passage, ask_min, held):
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.9, 0.2, 0.1])
+    second = candidate(axes, "second", OTHER, [0.3, 0.2])
+    alone = dataclasses.replace(candidate(_Axes(), ask_passage, OTHER, [0.1, 0.95]), unit_vectors=second.unit_vectors)
+    ask = ranked([alone], "how do consumers of a share group read records?")
+    draft = extract_answer(ranked([top, second], TWO_ASKS), shape(relative_cutoff=0.1, ask_min=ask_min), [ask])
+    _check(draft)
+    assert draft.text.startswith("The record lock expired"), draft.text
+    assert ("cooperatively consume" in draft.text) is held, draft.text
+    if held:
+        assert {c.passage.chunk_id for c in draft.citations} == {"top", "second"}
+
+
+def test_without_asks_the_same_answer_leaves_the_second_asks_unit_out():
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.9, 0.2, 0.1])
+    second = candidate(axes, "second", OTHER, [0.3, 0.2])
+    draft = extract_answer(ranked([top, second], TWO_ASKS), shape(relative_cutoff=0.1))
+    assert "cooperatively consume" not in draft.text
 
 
 ACKS = "\n".join(

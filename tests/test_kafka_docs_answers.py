@@ -172,6 +172,16 @@ def test_the_default_of_acks_is_all(docs):
     assert answer.citations[0].passage.source_path == "generated/producer_config.html", shown(answer)
 
 
+def test_a_question_that_asks_two_things_is_answered_on_both(docs):
+    question = (
+        "Our checkout service's producer throws BufferExhaustedException during flash sales. Which setting bounds "
+        "the producer's buffer memory, and is there a producer metric for how long appends wait for buffer space?"
+    )
+    answer = docs.ask(question)
+    assert "`buffer.memory`" in answer.text, shown(answer)
+    assert "bufferpool-wait" in answer.text, shown(answer)  # the second ask's row, not another metric's
+
+
 def test_reducing_partitions_is_not_supported(docs):
     answer = docs.ask("Can I shrink a topic from 12 partitions down to 6?")
     assert not answer.abstained, shown(answer)

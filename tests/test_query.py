@@ -18,6 +18,7 @@ from rag.query import (
     line_place,
     looks_like_log,
     parse_query,
+    question_asks,
     reduce_to_signal,
     rewrite_followup,
 )
@@ -595,3 +596,45 @@ def test_rewrite_takes_the_subject_from_the_answers_lead_not_from_what_its_sourc
     history = [{"role": "user", "content": "my group keeps rebalancing"}, {"role": "assistant", "content": answer}]
     rewritten = rewrite_followup("how do I check it?", history)
     assert "max.poll.interval.ms" in rewritten and "kip-429" not in rewritten
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        (
+            "Producer throws\n`org.apache.kafka.clients.producer.BufferExhaustedException: Failed to allocate memory`\n"
+            "and it does not recover. Which producer memory setting is this, what's its default, and is there a "
+            "producer metric that shows appends waiting for it?",
+            ("Which producer memory setting is this", "is there a producer metric that shows appends waiting for it"),
+        ),
+        (
+            "Should we run 5 controllers, and is it OK to run brokers and controllers on the same nodes?",
+            ("Should we run 5 controllers", "is it OK to run brokers and controllers on the same nodes"),
+        ),
+        (
+            "How do I add partitions to a topic? Does adding them move existing records?",
+            ("How do I add partitions to a topic", "Does adding them move existing records"),
+        ),
+        ("How do I add partitions to a topic?", ()),  # one ask
+        ("Topic orders keeps growing and the cleaner is idle, why is that?", ()),  # a statement, then one ask
+        (
+            "```\nwhat is this? and why is that broken?\n```\nWhat does the stack trace above mean for our consumers?",
+            (),
+        ),
+        # "What is acks" has too few words to be searched alone
+        (
+            "Our consumer group lags. What is acks and which setting raises throughput?",
+            ("which setting raises throughput",),
+        ),
+    ],
+)
+def test_a_question_that_asks_several_things_has_an_ask_for_each(question, asks):
+    assert question_asks(question) == asks
+    assert parse_query(question).asks == asks
+
+
+def test_a_follow_up_has_no_asks_of_its_own():
+    history = [{"role": "user", "content": "what does acks do?"}, {"role": "assistant", "content": "acks sets ..."}]
+    question = "and what is its default, and does it change with idempotence enabled?"
+    assert question_asks(question)
+    assert parse_query(question, history).asks == ()
