@@ -218,7 +218,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         chars += cost
     chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars)
     chosen, budget = _with_what_they_follow(chosen, by_place, budget)
-    chosen, budget = _with_whole_lists(chosen, scored, budget)
+    chosen, budget = _with_their_items(chosen, ranked.candidates, by_place, budget)
+    chosen, budget = _with_whole_lists(chosen, scored, ranked.candidates, by_place, budget)
     shown = _with_what_lead_ins_introduce(chosen, by_place, budget)
     return _within(ranked.candidates, shown, layout, shape.max_chars)
 
@@ -349,6 +350,60 @@ def _with_what_they_follow(
     return shown, budget
 
 
+def _with_their_items(
+    chosen: list[_Scored], candidates: tuple[Candidate, ...], by_place: dict[tuple[int, int], _Scored], budget: int
+) -> tuple[list[_Scored], int]:
+    """A chosen sentence of a list item is shown with the item's other sentences when they fit the character
+    budget: "- The `port` and `host.name` configurations were removed. Please use `listeners` instead." is
+    one note, and either sentence alone misleads. Returns the units and the budget left."""
+    shown: list[_Scored] = []
+    for unit in chosen:
+        if _among(unit, shown):
+            continue  # brought in with an earlier sentence of its item
+        item = _item_sentences(unit, candidates, by_place)
+        rest = [u for u in item if u is not unit and not _among(u, chosen) and not _quoted_in(u, (*chosen, *shown))]
+        cost = sum(u.size for u in rest)
+        if not rest or cost > budget:
+            shown.append(unit)
+            continue
+        shown += [
+            u if u is unit or u.bucket == unit.bucket else dataclasses.replace(u, bucket=unit.bucket)
+            for u in item
+            if u is unit or u in rest
+        ]
+        budget -= cost
+    return shown, budget
+
+
+def _item_sentences(
+    unit: _Scored, candidates: tuple[Candidate, ...], by_place: dict[tuple[int, int], _Scored]
+) -> list[_Scored]:
+    """The sentences of the list item (of a list without a lead-in) that `unit` is a sentence of, in text
+    order and itself among them: its neighbours in the same list with no line break between."""
+    if unit.unit.kind != "sentence" or unit.unit.list_start < 0:
+        return [unit]
+    text = candidates[unit.candidate_index].passage.text
+    item = [unit]
+    for step in (-1, 1):
+        edge = unit
+        while (other := by_place.get((unit.candidate_index, edge.unit.position + step))) is not None:
+            if other.unit.kind != "sentence" or other.unit.list_start != unit.unit.list_start:
+                break
+            first, second = (other, edge) if step < 0 else (edge, other)
+            start = text.find(first.unit.text)
+            end = text.find(second.unit.text, start + len(first.unit.text))
+            if start < 0 or end < 0 or "\n" in text[start + len(first.unit.text) : end]:
+                break
+            item.append(other)
+            edge = other
+    return sorted(item, key=lambda u: u.unit.position)
+
+
+def _quoted_in(unit: _Scored, shown: Sequence[_Scored]) -> bool:
+    """`unit`'s words are already quoted by a unit of the same passage (a list unit holding the item)."""
+    return any(unit.unit.text in other.unit.text for other in shown if other.candidate_index == unit.candidate_index)
+
+
 def _fits_before(before: _Scored, shown: tuple[_Scored, ...], budget: int) -> bool:
     return before.unit.kind == "sentence" and before.size <= budget and not _among(before, shown)
 
@@ -358,15 +413,23 @@ def _list_key(unit: _Scored) -> tuple[int, int] | None:
     return (unit.candidate_index, unit.unit.list_start) if unit.unit.list_start >= 0 else None
 
 
-def _with_whole_lists(chosen: list[_Scored], scored: list[_Scored], budget: int) -> tuple[list[_Scored], int]:
+def _with_whole_lists(
+    chosen: list[_Scored],
+    scored: list[_Scored],
+    candidates: tuple[Candidate, ...],
+    by_place: dict[tuple[int, int], _Scored],
+    budget: int,
+) -> tuple[list[_Scored], int]:
     """Two or more chosen items of one list without a lead-in (the steps under a heading) bring the rest
     of it when all of it fits the character budget: "Finally migrate all producers" and three other steps
     left out "Decommission the 0.7 cluster". One matching item of a list of unrelated notes brings nothing.
     Returns the units and the budget left."""
     shown = list(chosen)
-    keys = [key for u in chosen if (key := _list_key(u)) is not None]
+    # one per item, in the order chosen: two sentences of one item are one item
+    items = [(key, _item_sentences(u, candidates, by_place)[0].unit.position) for u in chosen if (key := _list_key(u))]
+    keys = [key for key, _ in dict.fromkeys(items)]
     for key in dict.fromkeys(k for k in keys if keys.count(k) > 1):
-        rest = [u for u in scored if _list_key(u) == key and not any(u is other for other in shown)]
+        rest = [u for u in scored if _list_key(u) == key and not _among(u, shown)]
         cost = sum(u.size for u in rest)
         if rest and cost <= budget:
             shown += rest

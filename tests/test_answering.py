@@ -339,6 +339,21 @@ def test_units_far_below_the_lead_are_left_out():
     assert "ShareFetch" not in draft.text
 
 
+NOTES = (
+    "- The `port` and `host.name` configurations were removed. Please use `listeners` instead.\n"
+    "- The `quota.producer.default` configuration was removed."
+)
+
+
+@pytest.mark.parametrize(("max_chars", "whole"), [(5000, True), (60, False)])
+def test_a_sentence_of_a_list_item_is_shown_with_the_items_other_sentences_when_they_fit(max_chars, whole):
+    draft = _answer_from(NOTES, [0.2, 0.9, 0.1], "what replaces host.name?", max_units_fact=1, max_chars=max_chars)
+    item = "- The `port` and `host.name` configurations were removed. Please use `listeners` instead. [1]"
+    assert (draft.text == item) is whole, draft.text
+    assert "Please use `listeners` instead." in draft.text
+    assert "quota.producer.default" not in draft.text  # another item of the list
+
+
 TWO_ASKS = "what is the record lock duration, and how do consumers of a share group read records?"
 
 
