@@ -184,14 +184,13 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
     for place in _answers_to_asks(asks, ranked, shape):
         unit = by_place.get(place)
-        if unit is None or unit in chosen:
+        if unit is None:
             continue
         added, cost = _admitted(unit, chosen, seen_terms, by_place, shape.max_chars - chars, limit, shape)
         chosen += added
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
-        if unit in pool:
-            pool.remove(unit)
+        pool = [u for u in pool if u is not unit]
     while pool and len(chosen) < limit:
         # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
         # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
@@ -367,9 +366,9 @@ def _with_their_items(
             shown.append(unit)
             continue
         shown += [
-            u if u is unit or u.bucket == unit.bucket else dataclasses.replace(u, bucket=unit.bucket)
+            u if u.bucket == unit.bucket else dataclasses.replace(u, bucket=unit.bucket)
             for u in item
-            if u is unit or u in rest
+            if _among(u, (unit, *rest))
         ]
         budget -= cost
     return shown, budget
