@@ -69,8 +69,12 @@ class _Prepared:
     notes: tuple[str, ...]
     ranked: Ranked
     timings_ms: dict[str, float]
-    version: str
-    asks: tuple[Ranked, ...] = ()  # the first passage of each of the question's asks searched alone
+    retriever: Retriever  # the version that served this question, for its asks searched alone
+    depth: int  # of the first stage
+
+    @property
+    def version(self) -> str:
+        return self.retriever.version
 
 
 @dataclass(frozen=True)
@@ -211,22 +215,24 @@ class Assistant:
             self.settings.top_k if top_k is None else top_k,
             retrieval or self.settings.retrieval_mode,
             use_llm=answerer == "llm",
-            each_ask=answerer != "llm",
         )
         timings = dict(prepared.timings_ms)
         notes = list(prepared.notes)
-        stage = time.perf_counter()
         used = "extractive"
         task = prepared.query.intent == "task"
         if task:
             notes.append(TASK_NOTE)
-        if task or should_abstain(prepared.ranked, self._abstention):
+        declined = task or should_abstain(prepared.ranked, self._abstention)
+        # the extractive answer holds a unit for each thing the question asks: searched only when it answers
+        asks = () if declined or answerer == "llm" else self._search_asks(prepared, timings)
+        stage = time.perf_counter()
+        if declined:
             draft = abstain(prepared.ranked)
             yield draft.text
         elif answerer == "llm":
             draft, used = yield from self._stream_llm(prepared, history, notes)
         else:
-            draft = extract_answer(prepared.ranked, self._shape, prepared.asks)
+            draft = extract_answer(prepared.ranked, self._shape, asks)
             yield draft.text
         timings["answer"] = elapsed_ms(stage)
         timings["total"] = elapsed_ms(started)
@@ -272,9 +278,7 @@ class Assistant:
 
     # ------------------------------------------------------------------------------------------ stages
 
-    def _prepare(
-        self, question: str, history: History, k: int, mode: str, use_llm: bool, each_ask: bool = False
-    ) -> _Prepared:
+    def _prepare(self, question: str, history: History, k: int, mode: str, use_llm: bool) -> _Prepared:
         check_question(question, history, k)
         retriever = self._retriever  # read once: a version swapped in meanwhile serves the next request
         timings: dict[str, float] = {}
@@ -301,15 +305,21 @@ class Assistant:
         ranked = rank(pool, k, self.settings.max_per_section, self._ranker)
         ranked = dataclasses.replace(ranked, candidates=retriever.with_earlier_context(ranked.candidates))
         timings["rank"] = elapsed_ms(started)
-        asks: list[Ranked] = []
-        if each_ask:  # the extractive answer holds a unit for each thing the question asks
-            started = time.perf_counter()
-            for ask in query.asks:
-                ask_query = parse_query(ask, (), self.settings.max_question_chars)
-                first = rank(retriever.retrieve(ask_query, k * 4, mode, self._first_stage), 1, 1, self._ranker)
-                asks.append(dataclasses.replace(first, candidates=retriever.with_earlier_context(first.candidates)))
-            timings["asks"] = elapsed_ms(started)
-        return _Prepared(query, tuple(notes), ranked, timings, retriever.version, tuple(asks))
+        return _Prepared(query, tuple(notes), ranked, timings, retriever, k * 4)
+
+    def _search_asks(self, prepared: _Prepared, timings: dict[str, float]) -> tuple[Ranked, ...]:
+        """The first passage of each of the question's asks searched alone (`Query.asks`)."""
+        started = time.perf_counter()
+        retriever, mode = prepared.retriever, prepared.ranked.pool.mode
+        asks = []
+        for ask in prepared.query.asks:
+            pool = retriever.retrieve(
+                parse_query(ask, (), self.settings.max_question_chars), prepared.depth, mode, self._first_stage
+            )
+            first = rank(pool, 1, 1, self._ranker)
+            asks.append(dataclasses.replace(first, candidates=retriever.with_earlier_context(first.candidates)))
+        timings["asks"] = elapsed_ms(started)
+        return tuple(asks)
 
     def _stream_llm(self, prepared: _Prepared, history: History, notes: list[str]):
         passages = [c.passage for c in prepared.ranked.candidates]
