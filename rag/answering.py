@@ -182,11 +182,13 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
         # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121).
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
-    for place in _answers_to_asks(asks, ranked, shape):
-        unit = by_place.get(place)
-        if unit is None:
-            continue
-        added, cost = _admitted(unit, chosen, seen_terms, by_place, shape.max_chars - chars, limit, shape)
+    # Held right after the lead: the entry of each other setting or error the user asks about, and the best
+    # unit for each of the question's asks.
+    held = [(unit, True) for unit in _other_named_entries(named, lead, query)]
+    held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, shape) if place in by_place]
+    for unit, asked in held:
+        room = shape.max_chars - chars
+        added, cost = _admitted(unit, chosen, seen_terms, by_place, room, limit, shape, named=asked)
         chosen += added
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
@@ -223,6 +225,20 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     return _within(ranked.candidates, shown, layout, shape.max_chars)
 
 
+def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:
+    """The entries of the other settings or errors the asking sentences name ("retention.ms or segment.ms?"),
+    one per name, best first: each is what the question asks about as much as the lead is."""
+    shown = {lead.unit.subject.lower()}
+    entries = []
+    for unit in sorted(named, key=lambda u: -u.score):
+        subject = unit.unit.subject.lower()
+        own = set(extract_identifiers(unit.unit.subject))
+        if subject not in shown and own & query.asked and (_is_own_entry(unit) or unit.unit.kind == "row"):
+            shown.add(subject)
+            entries.append(unit)
+    return entries
+
+
 def _answers_to_asks(asks: Sequence[Ranked], ranked: Ranked, shape: AnswerShape) -> list[tuple[int, int]]:
     """The place of the best unit for each of the question's asks: in the passage that ask ranks first on its
     own, when the whole question ranks that passage too. Alone, a short ask ("which setting is this") also
@@ -248,15 +264,18 @@ def _admitted(
     room: int,
     limit: int,
     shape: AnswerShape,
+    named: bool = False,
 ) -> tuple[list[_Scored], int]:
     """What showing `unit` adds to the answer (its setting's entry first, when not shown) and the characters
-    that costs; nothing when it says what the answer says, or does not fit `room` characters and `limit` units."""
+    that costs; nothing when it says what the answer says, or does not fit `room` characters and `limit` units.
+    An entry the question names (`named`) is shown however many words it shares with the answer: the words
+    two entries share are what the user asks them apart by (NOT_ENOUGH_REPLICAS, ..._AFTER_APPEND)."""
     if _among(unit, chosen):
         return [], 0  # a setting's entry already shown for its continuation
     if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE and not _rows_apart(unit, other) for other in chosen):
         return [], 0
     new_terms = unit.terms - seen_terms
-    if not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty:
+    if not named and (not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty):
         return [], 0  # adds no fact the answer does not already state
     entry = _missing_entry(unit, chosen, by_place)
     cost = unit.size - _shared_lead_in(unit, chosen) + (entry.size if entry else 0)

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 # The class name alone (a package prefix would be rescanned from every word boundary: quadratic).
 _EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Exception|Error))\b")
 _UPPER_SNAKE = re.compile(r"\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b")
-_ERROR_CODE = re.compile(r"\b(?:error[ _-]?code|code)\s*[:=#]?\s*\(?(\d{1,4})\b", re.I)
+# "error code 6", "code: 6", "error codes 6 and 15", "codes 6, 15 or 27"
+_ERROR_CODE = re.compile(r"\b(?:error[ _-]?)?codes?\s*[:=#]?\s*\(?(\d{1,4}(?:\s*(?:,|and|or|&)\s*\d{1,4}\b)*)\b", re.I)
 _CODE_DEFINITION = re.compile(r"\b[A-Z][A-Z0-9_]+\((\d{1,4}),")  # INVALID_RECORD(83, "...")
 _CODE_ROW = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+ \| (-?\d{1,4}) \|", re.M)  # a table row: NAME | 121 | ...
 # Dot-separated parts; `_` and `-` only inside parts, so no two quantifiers compete (no backtracking blow-up).
@@ -76,7 +77,7 @@ def extract_identifiers(text: str) -> tuple[str, ...]:
     found: set[str] = set()
     found.update(m.group(1).lower() for m in _EXCEPTION.finditer(text))
     found.update(m.group(0).lower() for m in _UPPER_SNAKE.finditer(text) if m.group(0).lower() not in _NOT_UPPER_SNAKE)
-    found.update(f"code:{int(m.group(1))}" for m in _ERROR_CODE.finditer(text))
+    found.update(f"code:{int(code)}" for m in _ERROR_CODE.finditer(text) for code in re.findall(r"\d+", m.group(1)))
     found.update(f"code:{int(m.group(1))}" for m in _CODE_DEFINITION.finditer(text))
     found.update(f"code:{int(m.group(1))}" for m in _CODE_ROW.finditer(text))
     found.update(f"{m.group(1).lower()}-{m.group(2)}" for m in _TICKET.finditer(text))

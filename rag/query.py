@@ -150,6 +150,8 @@ class Query:
     # that shows it?"), each with words enough to be searched alone; empty when it asks one thing, and for a
     # follow-up, whose asks lean on the conversation.
     asks: tuple[str, ...] = ()
+    # The identifiers the asking sentences name, not as a setting the user gives a value (`asked_identifiers`).
+    asked: frozenset[str] = frozenset()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -254,6 +256,7 @@ def parse_query(
         messages=tuple(dict.fromkeys(messages))[:MAX_MESSAGES],
         named_after=tuple(dict.fromkeys(named_after)),
         asks=() if history and is_followup(question, history) else question_asks(text),
+        asked=asked_identifiers(text),
     )
 
 
@@ -273,6 +276,27 @@ def question_asks(text: str) -> tuple[str, ...]:
     """The questions the user's own sentences ask (those ending in "?", split where a question word starts
     a further ask), when they ask more than one: each is searched alone, so the answer can hold one unit for
     each. Pasted logs, commands, stack frames and fenced blocks are no asks."""
+    sentences = _own_sentences(text)
+    parts = [p.strip(" ?") for s in sentences if s.rstrip().endswith("?") for p in _NEXT_ASK.split(s)]
+    asking = [p for p in parts if _ASKS.match(p)]  # "Topic orders keeps growing, why is that?" asks one thing
+    asks = [p for p in asking if len(tokenize(p)) >= MIN_ASK_TERMS]
+    return tuple(asks[:MAX_ASKS]) if len(asking) > 1 else ()
+
+
+def asked_identifiers(text: str) -> frozenset[str]:
+    """The identifiers the user's asking sentences name (those ending in "?", else the last one), other than
+    as a setting given a value: "should I raise fetch.min.bytes or fetch.max.wait.ms?" asks about both, where
+    "(retention.ms=604800000)" in a sentence before it says what the user has set."""
+    sentences = _own_sentences(text)
+    asking = [s for s in sentences if s.rstrip().endswith("?")] or sentences[-1:]
+    return frozenset(extract_identifiers(_SET_VALUE.sub(" ", " ".join(asking))))
+
+
+_SET_VALUE = re.compile(r"\S+\s*=\s*\S+")
+
+
+def _own_sentences(text: str) -> list[str]:
+    """The sentences of the user's own lines: not pasted logs, commands, stack frames or fenced blocks."""
     own: list[str] = []
     fenced = False
     for line in text[:400_000].split("\n"):
@@ -280,11 +304,7 @@ def question_asks(text: str) -> tuple[str, ...]:
             fenced = not fenced
         elif not fenced and line.strip() and line_place(line) == "question":
             own.append(line[:MAX_LINE_CHARS])
-    sentences = _SENTENCE_END.split(" ".join(own)[:MAX_ASK_CHARS])
-    parts = [p.strip(" ?") for s in sentences if s.rstrip().endswith("?") for p in _NEXT_ASK.split(s)]
-    asking = [p for p in parts if _ASKS.match(p)]  # "Topic orders keeps growing, why is that?" asks one thing
-    asks = [p for p in asking if len(tokenize(p)) >= MIN_ASK_TERMS]
-    return tuple(asks[:MAX_ASKS]) if len(asking) > 1 else ()
+    return [s for s in _SENTENCE_END.split(" ".join(own)[:MAX_ASK_CHARS]) if s.strip()]
 
 
 def message_words(text: str) -> str:

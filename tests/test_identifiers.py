@@ -35,6 +35,8 @@ Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Produce
         ("Error code 121 · Non-retriable Producer", {"code:121"}),
         ("the broker answered with error_code=47", {"code:47"}),
         ("code: 007", {"code:7"}),
+        ("what do error codes 6 and 15 mean?", {"code:6", "code:15"}),
+        ("codes 6, 15 or 27", {"code:6", "code:15", "code:27"}),
         ('INVALID_RECORD(87, "This record has failed the validation on broker")', {"invalid_record", "code:87"}),
         ("set transaction.timeout.ms above max.poll.interval.ms", {"transaction.timeout.ms", "max.poll.interval.ms"}),
         ("use `enable.idempotence=true` and isolation.level", {"enable.idempotence", "isolation.level"}),
@@ -149,6 +151,7 @@ def _timed_in_subprocess(expression: str, timeout: float = 30.0) -> float:
         "'a.b-' * 50_000",
         "'A_' * 100_000",
         "'x' * 200_000",
+        "'codes ' + '1 and ' * 40_000",
     ],
 )
 def test_no_catastrophic_backtracking_on_200_kb(expression):

@@ -182,6 +182,27 @@ def test_a_question_that_asks_two_things_is_answered_on_both(docs):
     assert "bufferpool-wait" in answer.text, shown(answer)  # the second ask's row, not another metric's
 
 
+@pytest.mark.parametrize(
+    ("question", "entries"),
+    [
+        ("what's the difference between retention.ms and segment.ms", ("`retention.ms`: ", "`segment.ms`: ")),
+        (
+            "NOT_ENOUGH_REPLICAS vs NOT_ENOUGH_REPLICAS_AFTER_APPEND, what's the difference?",
+            ("`NOT_ENOUGH_REPLICAS` (Code: 19", "`NOT_ENOUGH_REPLICAS_AFTER_APPEND` (Code: 20"),
+        ),
+        (
+            "what do error codes 6 and 15 mean?",
+            ("`NOT_LEADER_OR_FOLLOWER` (Code: 6", "`COORDINATOR_NOT_AVAILABLE` (Code: 15"),
+        ),
+    ],
+)
+def test_each_setting_or_error_the_question_asks_about_is_shown_with_its_entry(docs, question, entries):
+    answer = docs.ask(question)
+    assert not answer.abstained, shown(answer)
+    for entry in entries:
+        assert entry in answer.text, f"no {entry!r}\n{shown(answer)}"
+
+
 def test_reducing_partitions_is_not_supported(docs):
     answer = docs.ask("Can I shrink a topic from 12 partitions down to 6?")
     assert not answer.abstained, shown(answer)

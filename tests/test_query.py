@@ -14,6 +14,7 @@ import pytest
 from rag.lexical import tokenize
 from rag.query import (
     MAX_SIGNAL_CHARS,
+    asked_identifiers,
     is_followup,
     line_place,
     looks_like_log,
@@ -638,3 +639,30 @@ def test_a_follow_up_has_no_asks_of_its_own():
     question = "and what is its default, and does it change with idempotence enabled?"
     assert question_asks(question)
     assert parse_query(question, history).asks == ()
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("what's the difference between retention.ms and segment.ms", {"retention.ms", "segment.ms"}),
+        (
+            "NOT_ENOUGH_REPLICAS vs NOT_ENOUGH_REPLICAS_AFTER_APPEND, what's the difference?",
+            {"not_enough_replicas", "not_enough_replicas_after_append"},
+        ),
+        # A setting the user gives a value, and one named in a sentence that does not ask, are what they have set.
+        (
+            "We turned on tiered storage (remote.storage.enable=true, retention.ms=604800000). We also set "
+            "segment.bytes to 1 GB. Which setting limits what stays on local disk?",
+            set(),
+        ),
+        (
+            "Consumer keeps rebalancing:\n"
+            "org.apache.kafka.clients.consumer.CommitFailedException: Commit cannot be completed\n"
+            "Should I raise max.poll.interval.ms or session.timeout.ms?",
+            {"max.poll.interval.ms", "session.timeout.ms"},
+        ),
+    ],
+)
+def test_the_identifiers_a_question_asks_about_are_those_of_its_asking_sentences(question, asked):
+    assert asked_identifiers(question) == asked
+    assert parse_query(question).asked == asked
