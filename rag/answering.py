@@ -123,7 +123,9 @@ _LEANS_BACK = re.compile(
     r"^(?:However|Therefore|Thus|Hence|Otherwise|Instead|Similarly|Additionally|Furthermore|Moreover|Also|So|"
     r"Consequently|Alternatively|Nevertheless|As a result|In other words|On the other hand|If (?:so|not)\b|"
     r"If (?:this|that) is the case|In (?:this|that|such a|either) case|For (?:this|that) reason|"
-    r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) ))\b",
+    r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) ))\b"
+    # ... or after a short opening phrase: "In short, this determines …", "In practice, they …"
+    r"|^[A-Z]\w*(?: \w+){0,2}, (?:this|that|these|those|it|they|such)\b(?! (?:is|are) (?:a|an|the) )",
 )
 
 
