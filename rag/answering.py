@@ -107,6 +107,7 @@ class _Scored:
 
 HEADINGS_CHARS = 60  # the troubleshooting layout's part headings: the two longest take 52 with their blank lines
 NEAR_DUPLICATE = 0.9  # cosine above which two units say the same thing
+MAX_LEANING_BACK = 2  # sentences a leaning sentence brings before it, one leaning on the next
 NAMED_LEAD_PASSAGES = 3  # the entry of a setting or error the question names may lead from this deep
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 # Imperative openings and advice phrasings in plain English: the "what to do" part of an answer.
@@ -358,16 +359,28 @@ def _with_what_they_follow(
     chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored], budget: int
 ) -> tuple[list[_Scored], int]:
     """A chosen sentence that leans on the one before it ("However, if the consumer …", "This means …") is
-    shown after that sentence, taken in when the character budget allows. Returns the units and the budget left."""
+    shown after that sentence: taken in when the character budget allows, or moved up when chosen for
+    itself further on. Returns the units and the budget left."""
     shown: list[_Scored] = []
     for unit in chosen:
-        before = by_place.get((unit.candidate_index, unit.unit.position - 1))
-        leans = unit.unit.kind == "sentence" and _LEANS_BACK.match(unit.unit.text)
-        if leans and before is not None and _fits_before(before, (*chosen, *shown), budget):
-            shown.append(dataclasses.replace(before, bucket=unit.bucket))
-            budget -= before.size
-        shown.append(unit)
+        if _among(unit, shown):
+            continue  # moved up, before the sentence that leans on it
+        run = [unit]  # "They can also delete them …" leans in turn on "Users can create and name each topic."
+        while len(run) <= MAX_LEANING_BACK and _leans_back(run[0]):
+            before = by_place.get((unit.candidate_index, run[0].unit.position - 1))
+            if before is None or before.unit.kind != "sentence" or _among(before, shown):
+                break
+            moved = _among(before, chosen)
+            if (moved and _list_key(before) is not None) or (not moved and before.size > budget):
+                break  # the sentences of list items keep their list's order (`_render`)
+            run.insert(0, dataclasses.replace(before, bucket=unit.bucket))
+            budget -= 0 if moved else before.size
+        shown += run
     return shown, budget
+
+
+def _leans_back(unit: _Scored) -> bool:
+    return unit.unit.kind == "sentence" and _LEANS_BACK.match(unit.unit.text) is not None
 
 
 def _with_their_items(
@@ -422,10 +435,6 @@ def _item_sentences(
 def _quoted_in(unit: _Scored, shown: Sequence[_Scored]) -> bool:
     """`unit`'s words are already quoted by a unit of the same passage (a list unit holding the item)."""
     return any(unit.unit.text in other.unit.text for other in shown if other.candidate_index == unit.candidate_index)
-
-
-def _fits_before(before: _Scored, shown: tuple[_Scored, ...], budget: int) -> bool:
-    return before.unit.kind == "sentence" and before.size <= budget and not _among(before, shown)
 
 
 def _list_key(unit: _Scored) -> tuple[int, int] | None:
@@ -674,7 +683,13 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
     # Grouped by part of the answer, each part by score; or else the lead first, then each passage's units
     # together, passages in rank order and a passage's units in its own order, so that steps and "for
     # instance" read as the page has them.
-    reading = sorted(chosen, key=lambda u: (u is not lead, u.candidate_index, u.unit.position))
+    # The lead comes first with the sentences that lean on it, or on which it leans (`_with_what_they_follow`).
+    head = [lead]
+    for unit in chosen[1:]:
+        if not (_place(unit) == (lead.candidate_index, head[-1].unit.position + 1) and _leans_back(unit)):
+            break
+        head.append(unit)
+    reading = sorted(chosen, key=lambda u: (not _among(u, head), u.candidate_index, u.unit.position))
     ordered = [u for bucket in buckets for u in chosen if u.bucket == bucket] if grouped else reading
     # A list's lead-in read back from an earlier chunk (`Candidate.list_intro`) is cited to that chunk:
     # its marker, keyed -1 - candidate index, comes right before the marker of the chunk with the items.

@@ -682,6 +682,20 @@ def test_a_sentence_that_leans_on_the_one_before_is_shown_after_it_when_it_fits(
         assert units[0] == "An idempotent producer that restarts gets a new producer id. [1]"
 
 
+def test_a_lead_that_leans_back_is_shown_after_the_sentences_it_leans_on_when_they_are_chosen_too():
+    # "How do I rename a topic?" scored "Instead, …" best, and the two sentences it leans on further down.
+    axes = _Axes()
+    text = (
+        "Users can create and name each topic. They can also delete them, but it is not possible to rename a topic "
+        "directly. Instead, to rename a topic, create a new topic, move its messages and delete the original. "
+        "Topic names may hold dots."
+    )
+    passage = candidate(axes, "topics", text, [0.7, 0.75, 0.9, 0.1])
+    draft = extract_answer(ranked([passage], "How do I rename a topic?"), shape(max_units_fact=3))
+    _check(draft)
+    assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["Users", "They", "Instead,"], draft.text
+
+
 def test_a_sentence_that_only_begins_like_a_back_reference_stands_alone():
     # "Some additional memory …" opens with the letters of "So" but leans on nothing.
     axes = _Axes()
