@@ -235,8 +235,8 @@ def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> l
     entries = []
     for unit in sorted(named, key=lambda u: -u.score):
         subject = unit.unit.subject.lower()
-        own = set(extract_identifiers(unit.unit.subject))
-        if subject not in shown and own & query.asked and (_is_own_entry(unit) or unit.unit.kind == "row"):
+        asked = bool(_entry_identifiers(unit.unit) & query.asked)
+        if subject not in shown and asked and (_is_own_entry(unit) or unit.unit.kind == "row"):
             shown.add(subject)
             entries.append(unit)
     return entries
@@ -540,12 +540,18 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
         return False
     subject_tokens = tokenize(unit.subject)
     named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
+    own = _entry_identifiers(unit)
+    if unit.kind == "row":  # not a key's parts: `min.insync.replicas`
+        own |= {token for token in tokenize(unit.parts[-1]) if token.isalnum()}
+    return named or bool(query.focus_identifiers & own)
+
+
+def _entry_identifiers(unit: EvidenceUnit) -> set[str]:
+    """The identifiers an entry is about: its subject's, and a row's own error code."""
     own = set(extract_identifiers(unit.subject))
     if unit.kind == "row":
-        row = unit.parts[-1]
-        own |= {i for i in extract_identifiers(row) if i.startswith("code:")}
-        own |= {token for token in tokenize(row) if token.isalnum()}  # not a key's parts: `min.insync.replicas`
-    return named or bool(query.focus_identifiers & own)
+        own |= {i for i in extract_identifiers(unit.parts[-1]) if i.startswith("code:")}
+    return own
 
 
 def _spelt_in(subject: str, text: str) -> bool:
