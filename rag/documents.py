@@ -242,7 +242,7 @@ def _load_plain_text(raw: str, source_path: str) -> Document:
     title = _BULLET.sub("", lines[title_index]).strip() if lines else ""
     faq = _is_faq(lines)
     if faq and _heading_level(lines[title_index], True) == 2:
-        # A FAQ export starts with its first category heading, not a title: keep that as a heading.
+        # A FAQ export starts with its first category heading, not a title.
         title, title_index = FAQ_TITLE, -1
     sections: list[Section] = []
     path: list[tuple[int, str]] = []
@@ -266,7 +266,12 @@ def _load_plain_text(raw: str, source_path: str) -> Document:
             level = None  # in a FAQ, a title-like line is a category only when a question follows it
         if level is not None:
             flush()
-            while path and path[-1][0] >= level:
+            # A FAQ question is filed under the page, not under the category line before it: an export keeps
+            # some category lines and drops others, so a category's span is unknown, and nesting every later
+            # question under it ("Exactly-Once Processing › Why does my consumer never get any data?") gives
+            # those questions a subject they are not about, in their citations and in what retrieval reads.
+            floor = 2 if faq and level == 3 else level
+            while path and path[-1][0] >= floor:
                 path.pop()
             path.append((level, line.strip()))
         else:

@@ -45,11 +45,7 @@ def _sentences(count: int, stem: str = "Sentence") -> str:
 def test_faq_question_stays_with_its_answer():
     chunks = chunk_document(_seed("003"), 900, 150)
     chunk = next(c for c in chunks if c.section_path[-1] == "How do I enable idempotent writes?")
-    assert chunk.section_path == (
-        "Frequently asked questions",
-        "Exactly-Once Processing",
-        "How do I enable idempotent writes?",
-    )
+    assert chunk.section_path == ("Frequently asked questions", "How do I enable idempotent writes?")
     assert "enable.idempotence=true" in chunk.text
     assert "enable.idempotence" in chunk.identifiers
 

@@ -52,9 +52,10 @@ def test_plain_text_faq_questions_head_their_answers():
     questions = [f"How do I tune setting number {n}?" for n in range(1, 7)]
     raw = "Producer FAQ\n\n" + "\n\n".join(f"{q}\n\nAnswer {n}: set it to {n}." for n, q in enumerate(questions, 1))
     document = load_document(raw.encode(), "faq.txt")
-    # A FAQ export starts with its first category, not a title: the category heads every question under it.
+    # A FAQ export starts with its first category, not a title. Its questions are filed under the page: an
+    # export drops some category lines, so a category's span is unknown.
     assert document.title == FAQ_TITLE
-    assert [s.headings for s in document.sections] == [("Producer FAQ", q) for q in questions]
+    assert [s.headings for s in document.sections] == [(q,) for q in questions]
     assert [s.text for s in document.sections] == [f"Answer {n}: set it to {n}." for n in range(1, 7)]
 
 
@@ -291,21 +292,21 @@ def test_seed_000_sections():
 
 def test_seed_003_faq_questions_are_heading_paths_with_answers_in_the_body():
     document = _seed("003")
-    idempotent = _section(document, "Exactly-Once Processing", "How do I enable idempotent writes?")
+    idempotent = _section(document, "How do I enable idempotent writes?")
     assert idempotent.text == (
         "You can set producer config `enable.idempotence=true` to enable idempotent writes on a producer."
     )
     difference = _section(
-        document,
-        "Exactly-Once Processing",
-        'What is the difference between an "idempotent producer" and a "transactional producer"?',
+        document, 'What is the difference between an "idempotent producer" and a "transactional producer"?'
     )
     assert difference.text.startswith("An idempotent producer guarantees that single messages don't end up")
     zookeeper = _section(
-        document,
-        "Operationalizing Zookeeper",
-        "I had a 3 Zookeeper instance setup and one instance just failed. How should I recover?",
+        document, "I had a 3 Zookeeper instance setup and one instance just failed. How should I recover?"
     )
+    # The export dropped the category lines between "Exactly-Once Processing" and "Accessing record metadata
+    # via ProcessorContext": a consumer question is not filed under exactly-once processing.
+    consumer = next(s for s in document.sections if s.headings[-1:] == ("Why does my consumer never get any data?",))
+    assert consumer.headings == ("Why does my consumer never get any data?",)
     assert zookeeper.text.startswith("Restart the failed instance with the same configuration")
     questions = [s.headings[-1] for s in document.sections if s.headings and s.headings[-1].endswith("?")]
     assert len(questions) >= 50
