@@ -661,6 +661,8 @@ def test_a_follow_up_has_no_asks_of_its_own():
             "Should I raise max.poll.interval.ms or session.timeout.ms?",
             {"max.poll.interval.ms", "session.timeout.ms"},
         ),
+        # In the asking sentence itself, the setting given a value is what the user has set.
+        ("With linger.ms=20 already, should I also raise batch.size?", {"batch.size"}),
     ],
 )
 def test_the_identifiers_a_question_asks_about_are_those_of_its_asking_sentences(question, asked):
