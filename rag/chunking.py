@@ -22,7 +22,9 @@ from rag.identifiers import extract_identifiers
 from rag.units import inside_fence
 
 CHUNKER_NAME = "structure-aware"
-CHUNKER_VERSION = 8  # chunks carry their identifiers: a new extractor (8: two-part keys) means a full rebuild
+# Chunks carry their identifiers: a new extractor means a full rebuild (8: two-part keys; 9: lists of error
+# codes, and "KIP-467:" / "KAFKA-9144:" before a title, where only a host's port was meant to be left out).
+CHUNKER_VERSION = 9
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
 

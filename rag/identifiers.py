@@ -21,8 +21,8 @@ _CODE_ROW = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+ \| (-?\d{1,4}) \|", re.M
 # Dot-separated parts; `_` and `-` only inside parts, so no two quantifiers compete (no backtracking blow-up).
 # A sentence may end right after a key ("… set min.insync.replicas."): a dot counts only before more name.
 _CONFIG_KEY = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w(/$]|\.[\w(/$])")
-# Not a host: `kafka-1:9092`, `kafka-1.internal`.
-_TICKET = re.compile(r"\b(KIP|KAFKA)-(\d+)\b(?![-:]|\.\w)", re.I)
+# Not a host: `kafka-1:9092`, `kafka-1.internal`; but a title: "KIP-467: Augment ProduceResponse …".
+_TICKET = re.compile(r"\b(KIP|KAFKA)-(\d+)\b(?!-|:\d|\.\w)", re.I)
 # With its script suffix (`bin/kafka-topics.sh`), or bare as a whole word that no path goes on from
 # (`/var/kafka-logs/orders-0` is a directory) and no host name (`kafka-prod-03:9092`).
 _CLI_TOOL = re.compile(

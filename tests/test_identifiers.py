@@ -46,6 +46,9 @@ Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Produce
         ("KIP-932, kip-447 and KAFKA-12345", {"kip-932", "kip-447", "kafka-12345"}),
         ("see KAFKA-13598. Then retry", {"kafka-13598"}),
         ("brokers kafka-1:9092 and kafka-2:9092", set()),  # hosts, not JIRA tickets
+        # a ticket before its title, as a KIP page or a JIRA issue heads itself
+        ("KIP-467: Augment ProduceResponse error messaging", {"kip-467"}),
+        ("KAFKA-9144: zombie producer", {"kafka-9144"}),
         ("run kafka-share-groups.sh --describe", {"kafka-share-groups"}),
         # two dotted words: a key's shape without a word list; abbreviations and files are not
         ("set buffer.memory and bootstrap.servers", {"buffer.memory", "bootstrap.servers"}),

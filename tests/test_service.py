@@ -132,6 +132,16 @@ def test_error_code_answer_cites_the_error_page(assistant):
     _check_citations(answer)
 
 
+def test_a_kip_named_by_its_number_is_answered_from_its_page(assistant):
+    # The page's title, "KIP-467: Augment ProduceResponse …", is the only place that names the KIP.
+    result = assistant.search("what is KIP-467 about")
+    assert "kip-467" in result.passages[0].identifiers
+    answer = assistant.ask("what is KIP-467 about")
+    assert not answer.abstained
+    assert answer.citations[0].passage.source_path == KIP_PAGE
+    _check_citations(answer)
+
+
 def test_config_key_question_finds_the_eos_guide(assistant):
     result = assistant.search("What is transaction.timeout.ms and what should I set it to?")
     assert result.passages[0].source_path == EOS_GUIDE
