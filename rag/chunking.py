@@ -23,7 +23,7 @@ from rag.units import inside_fence
 
 CHUNKER_NAME = "structure-aware"
 # Chunks carry their identifiers: a new extractor means a full rebuild (8: two-part keys; 9: lists of error
-# codes, and "KIP-467:" / "KAFKA-9144:" before a title, where only a host's port was meant to be left out).
+# codes; "KIP-467:" / "KAFKA-9144:" before a title, where only a host's port was meant to be left out; "KIP 467").
 CHUNKER_VERSION = 9
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk

@@ -23,6 +23,8 @@ _CODE_ROW = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+ \| (-?\d{1,4}) \|", re.M
 _CONFIG_KEY = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w(/$]|\.[\w(/$])")
 # Not a host: `kafka-1:9092`, `kafka-1.internal`; but a title: "KIP-467: Augment ProduceResponse …".
 _TICKET = re.compile(r"\b(KIP|KAFKA)-(\d+)\b(?!-|:\d|\.\w)", re.I)
+# A KIP as people also type it, "KIP 467" or "KIP467" (not "Kafka 4": a JIRA id is pasted, not typed).
+_KIP_TYPED = re.compile(r"\bKIP ?(\d{2,})\b(?!-|:\d|\.\w)", re.I)
 # With its script suffix (`bin/kafka-topics.sh`), or bare as a whole word that no path goes on from
 # (`/var/kafka-logs/orders-0` is a directory) and no host name (`kafka-prod-03:9092`).
 _CLI_TOOL = re.compile(
@@ -81,6 +83,7 @@ def extract_identifiers(text: str) -> tuple[str, ...]:
     found.update(f"code:{int(m.group(1))}" for m in _CODE_DEFINITION.finditer(text))
     found.update(f"code:{int(m.group(1))}" for m in _CODE_ROW.finditer(text))
     found.update(f"{m.group(1).lower()}-{m.group(2)}" for m in _TICKET.finditer(text))
+    found.update(f"kip-{m.group(1)}" for m in _KIP_TYPED.finditer(text))
     found.update((m.group(1) or m.group(2)).lower() for m in _CLI_TOOL.finditer(text))
     found.update(m.group(1).lower() for m in _METHOD.finditer(text))
     found.update(key for key in (m.group(0).lower() for m in _CONFIG_KEY.finditer(text)) if _is_config_key(key))

@@ -49,6 +49,9 @@ Caused by: org.apache.kafka.common.errors.InvalidProducerEpochException: Produce
         # a ticket before its title, as a KIP page or a JIRA issue heads itself
         ("KIP-467: Augment ProduceResponse error messaging", {"kip-467"}),
         ("KAFKA-9144: zombie producer", {"kafka-9144"}),
+        # a KIP as people type it; a version after "Kafka" is none
+        ("what is KIP 467 about, and kip932?", {"kip-467", "kip-932"}),
+        ("Kafka 4 brokers on KIP 5", set()),
         ("run kafka-share-groups.sh --describe", {"kafka-share-groups"}),
         # two dotted words: a key's shape without a word list; abbreviations and files are not
         ("set buffer.memory and bootstrap.servers", {"buffer.memory", "bootstrap.servers"}),

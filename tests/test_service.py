@@ -132,11 +132,12 @@ def test_error_code_answer_cites_the_error_page(assistant):
     _check_citations(answer)
 
 
-def test_a_kip_named_by_its_number_is_answered_from_its_page(assistant):
+@pytest.mark.parametrize("question", ["what is KIP-467 about", "what is KIP 467 about"])
+def test_a_kip_named_by_its_number_is_answered_from_its_page(assistant, question):
     # The page's title, "KIP-467: Augment ProduceResponse …", is the only place that names the KIP.
-    result = assistant.search("what is KIP-467 about")
+    result = assistant.search(question)
     assert "kip-467" in result.passages[0].identifiers
-    answer = assistant.ask("what is KIP-467 about")
+    answer = assistant.ask(question)
     assert not answer.abstained
     assert answer.citations[0].passage.source_path == KIP_PAGE
     _check_citations(answer)
