@@ -43,6 +43,7 @@ from rag.units import (
     render_list_items,
     render_shared_lead,
     render_unit,
+    row_cells,
     with_list_lead_in,
     with_table_header,
 )
@@ -108,6 +109,7 @@ class _Scored:
 HEADINGS_CHARS = 60  # the troubleshooting layout's part headings: the two longest take 52 with their blank lines
 NEAR_DUPLICATE = 0.9  # cosine above which two units say the same thing
 MAX_LEANING_BACK = 2  # sentences a leaning sentence brings before it, one leaning on the next
+MAX_DEFAULT_HOPS = 2  # settings followed for where a setting with no default of its own takes it from
 NAMED_LEAD_PASSAGES = 3  # the entry of a setting or error the question names may lead from this deep
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 # Imperative openings and advice phrasings in plain English: the "what to do" part of an answer.
@@ -122,7 +124,8 @@ _CHECK = re.compile(r"\b(?:check|verify|monitor|look for|describe|inspect|metric
 # Openings that lean on the sentence before ("However, …", "This means …", "Therefore, …").
 _LEANS_BACK = re.compile(
     r"^(?:However|Therefore|Thus|Hence|Otherwise|Instead|Similarly|Additionally|Furthermore|Moreover|Also|So|"
-    r"Consequently|Alternatively|Nevertheless|As a result|In other words|On the other hand|If (?:so|not)\b|"
+    r"Consequently|Alternatively|Nevertheless|Likewise|Besides|As a result|In addition|In other words|"
+    r"On the other hand|For (?:example|instance)(?=,)|If (?:so|not)\b|"
     r"If (?:this|that) is the case|In (?:this|that|such a|either) case|For (?:this|that) reason|"
     r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) ))\b"
     # ... or after a short opening phrase: "In short, this determines …", "In practice, they …"
@@ -187,7 +190,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
     # Held right after the lead: the entry of each other setting or error the user asks about, and the best
     # unit for each of the question's asks.
-    held = [(unit, True) for unit in _other_named_entries(named, lead, query)]
+    sources = _default_sources(lead, scored, ranked.candidates)
+    held = [(unit, True) for unit in sources]
+    held += [(unit, True) for unit in _other_named_entries(named, lead, query)]
     held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, shape) if place in by_place]
     for unit, asked in held:
         room = shape.max_chars - chars
@@ -225,7 +230,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     chosen, budget = _with_their_items(chosen, ranked.candidates, by_place, budget)
     chosen, budget = _with_whole_lists(chosen, scored, ranked.candidates, by_place, budget)
     shown = _with_what_lead_ins_introduce(chosen, by_place, budget)
-    return _within(ranked.candidates, shown, layout, shape.max_chars)
+    return _within(ranked.candidates, shown, layout, shape.max_chars, tuple(_place(u) for u in sources))
 
 
 def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:
@@ -240,6 +245,32 @@ def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> l
             shown.add(subject)
             entries.append(unit)
     return entries
+
+
+def _default_sources(lead: _Scored, scored: list[_Scored], candidates: tuple[Candidate, ...]) -> list[_Scored]:
+    """An entry with no default of its own ("Default: null") takes its value from the setting its description
+    names ("If not set, the value in log.retention.minutes is used"): that setting's entry, when a candidate
+    holds it, and its own source in turn. "How long is log data kept by default?" is answered by the 168 of
+    `log.retention.hours`, not by the null of `log.retention.ms`."""
+    entries = {u.unit.subject.lower(): u for u in scored if u.unit.kind == "setting" and _is_own_entry(u)}
+    sources: list[_Scored] = []
+    entry: _Scored | None = lead
+    while entry is not None and len(sources) < MAX_DEFAULT_HOPS and _has_no_default(entry.unit):
+        # The section's description and the sentences after its rows, which may say where the value comes from.
+        lines = candidates[entry.candidate_index].passage.text.split("\n")
+        said = [line for line in lines if len(row_cells(line)) < 2]
+        named = [i for line in said for i in extract_identifiers(line) if i != entry.unit.subject.lower()]
+        entry = next((entries[i] for i in named if i in entries and not _among(entries[i], [lead, *sources])), None)
+        sources += [entry] if entry is not None else []
+    return sources
+
+
+def _has_no_default(unit: EvidenceUnit) -> bool:
+    """A setting entry whose default row is null or empty."""
+    if unit.kind != "setting":
+        return False
+    rows = [row_cells(line) for line in unit.parts[-1].split("\n")]
+    return any(len(cells) == 2 and cells[0] == "Default:" and cells[1] in ("", "null") for cells in rows)
 
 
 def _answers_to_asks(asks: Sequence[Ranked], ranked: Ranked, shape: AnswerShape) -> list[tuple[int, int]]:
@@ -272,10 +303,13 @@ def _admitted(
     """What showing `unit` adds to the answer (its setting's entry first, when not shown) and the characters
     that costs; nothing when it says what the answer says, or does not fit `room` characters and `limit` units.
     An entry the question names (`named`) is shown however many words it shares with the answer: the words
-    two entries share are what the user asks them apart by (NOT_ENOUGH_REPLICAS, ..._AFTER_APPEND)."""
+    two entries share are what the user asks them apart by (NOT_ENOUGH_REPLICAS, ..._AFTER_APPEND), and
+    the entries of `log.retention.ms` and `log.retention.minutes` read alike but for their unit."""
     if _among(unit, chosen):
         return [], 0  # a setting's entry already shown for its continuation
-    if any(float(unit.vector @ other.vector) > NEAR_DUPLICATE and not _rows_apart(unit, other) for other in chosen):
+    if not named and any(
+        float(unit.vector @ other.vector) > NEAR_DUPLICATE and not _rows_apart(unit, other) for other in chosen
+    ):
         return [], 0
     new_terms = unit.terms - seen_terms
     if not named and (not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty):
@@ -287,16 +321,23 @@ def _admitted(
     return ([dataclasses.replace(entry, bucket=unit.bucket)] if entry else []) + [unit], cost
 
 
-def _within(candidates: tuple[Candidate, ...], shown: list[_Scored], layout: bool, max_chars: int) -> Draft:
+def _within(
+    candidates: tuple[Candidate, ...],
+    shown: list[_Scored],
+    layout: bool,
+    max_chars: int,
+    after_lead: tuple[tuple[int, int], ...] = (),
+) -> Draft:
     """The rendered answer, last-chosen units left out until it fits `max_chars` (names, markers, a table
     row's labels and the part headings add to the quoted words); the lead is always shown. A lead-in
-    whose block was left out goes too: it would introduce nothing."""
-    draft = _render(candidates, shown, layout)
+    whose block was left out goes too: it would introduce nothing. The units placed at `after_lead` follow
+    the lead (`_render`)."""
+    draft = _render(candidates, shown, layout, after_lead)
     while len(draft.text) > max_chars and len(shown) > 1:
         shown = shown[:-1]
         while len(shown) > 1 and is_lead_in_sentence(shown[-1].unit):
             shown = shown[:-1]
-        draft = _render(candidates, shown, layout)
+        draft = _render(candidates, shown, layout, after_lead)
     return draft
 
 
@@ -679,7 +720,12 @@ def _heading_key(passage: Passage, entry: bool) -> str:
     return heading
 
 
-def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bool) -> Draft:
+def _render(
+    candidates: tuple[Candidate, ...],
+    chosen: list[_Scored],
+    layout: bool,
+    after_lead: tuple[tuple[int, int], ...] = (),
+) -> Draft:
     lead = chosen[0]
     # The part the lead falls in comes first, so the answer opens with its best unit whatever its part.
     buckets = sorted(
@@ -695,7 +741,14 @@ def _render(candidates: tuple[Candidate, ...], chosen: list[_Scored], layout: bo
         if not (_place(unit) == (lead.candidate_index, head[-1].unit.position + 1) and _leans_back(unit)):
             break
         head.append(unit)
-    reading = sorted(chosen, key=lambda u: (not _among(u, head), u.candidate_index, u.unit.position))
+    # The passages of the entries the lead takes its default from (`_default_sources`) follow the lead's.
+    sources = [place[0] for place in after_lead]
+    passages = [
+        lead.candidate_index,
+        *sources,
+        *sorted({u.candidate_index for u in chosen} - {lead.candidate_index, *sources}),
+    ]
+    reading = sorted(chosen, key=lambda u: (not _among(u, head), passages.index(u.candidate_index), u.unit.position))
     ordered = [u for bucket in buckets for u in chosen if u.bucket == bucket] if grouped else reading
     # A list's lead-in read back from an earlier chunk (`Candidate.list_intro`) is cited to that chunk:
     # its marker, keyed -1 - candidate index, comes right before the marker of the chunk with the items.

@@ -626,6 +626,47 @@ def test_a_continuing_sentence_pays_for_its_entry_before_later_units_fill_the_an
     assert len(draft.text) <= 420
 
 
+def _retention_entry(unit: str, default: str, source: str = "") -> str:
+    then = f"If not set, the value in log.retention.{source} is used" if source else ""
+    description = f"The number of {unit} to keep a log file before deleting it (in {unit}). {then}".strip()
+    return f"{description}\n\nType: | long\nDefault: | {default}\nImportance: | high"
+
+
+def test_a_setting_with_no_default_is_followed_by_the_settings_it_takes_its_value_from():
+    # "How long does a broker keep log data by default?" got `log.retention.ms` (Default: null) and another
+    # setting's 7 days, not the 168 hours of `log.retention.hours` that `log.retention.minutes` falls back to.
+    axes = _Axes()
+    millis = candidate(
+        axes, "ms", _retention_entry("milliseconds", "null", "minutes"), [0.9], heading="log.retention.ms"
+    )
+    other = candidate(axes, "meta", BUFFER, [0.85, 0.8], heading="buffer.memory")
+    hours = candidate(axes, "hours", _retention_entry("hours", "168"), [0.5], heading="log.retention.hours")
+    minutes = candidate(
+        axes, "minutes", _retention_entry("minutes", "null", "hours"), [0.6], heading="log.retention.minutes"
+    )
+    question = "How long does a broker keep log data by default before deleting it?"
+    draft = extract_answer(ranked([millis, other, hours, minutes], question), shape(max_units_fact=3))
+    _check(draft)
+    names = [unit.split("`")[1] for unit in _units(draft.text)]
+    assert names == ["log.retention.ms", "log.retention.minutes", "log.retention.hours"], draft.text
+    assert "Default: 168" in draft.text
+
+
+def test_a_setting_with_a_default_brings_no_other_entry():
+    axes = _Axes()
+    millis = candidate(
+        axes, "ms", _retention_entry("milliseconds", "604800000", "minutes"), [0.9], heading="log.retention.ms"
+    )
+    minutes = candidate(
+        axes, "minutes", _retention_entry("minutes", "null", "hours"), [0.3], heading="log.retention.minutes"
+    )
+    draft = extract_answer(
+        ranked([millis, minutes], "how long is log data kept?"), shape(max_units_fact=2, relative_cutoff=0.2)
+    )
+    _check(draft)
+    assert "log.retention.minutes`:" not in draft.text, draft.text
+
+
 RECORD_STATE = "The record state is invalid. The acknowledgement of delivery could not be completed."
 
 
@@ -667,7 +708,9 @@ LEANING = (
 
 
 @pytest.mark.parametrize(("max_chars", "shown"), [(5000, 2), (120, 1)])
-@pytest.mark.parametrize("opening", ["However, the pair", "In short, this pair", "In practice, that pair"])
+@pytest.mark.parametrize(
+    "opening", ["However, the pair", "In short, this pair", "In practice, that pair", "For instance, the pair"]
+)
 def test_a_sentence_that_leans_on_the_one_before_is_shown_after_it_when_it_fits(max_chars, shown, opening):
     axes = _Axes()
     passage = candidate(axes, "pid", LEANING.replace("However, the pair", opening), [0.1, 0.9, 0.2])
@@ -696,13 +739,14 @@ def test_a_lead_that_leans_back_is_shown_after_the_sentences_it_leans_on_when_th
     assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["Users", "They", "Instead,"], draft.text
 
 
-def test_a_sentence_that_only_begins_like_a_back_reference_stands_alone():
-    # "Some additional memory …" opens with the letters of "So" but leans on nothing.
+@pytest.mark.parametrize("opening", ["Sometimes the pair", "For example: the pair"])
+def test_a_sentence_that_only_begins_like_a_back_reference_stands_alone(opening):
+    # "Some additional memory …" opens with the letters of "So" but leans on nothing; "For example:" introduces.
     axes = _Axes()
-    text = LEANING.replace("However, the pair", "Sometimes the pair")
+    text = LEANING.replace("However, the pair", opening)
     passage = candidate(axes, "pid", text, [0.1, 0.9, 0.2])
     draft = extract_answer(ranked([passage], "how do brokers drop duplicate writes?"), shape(max_units_fact=1))
-    assert [u.split(" ")[0] for u in _units(draft.text)] == ["Sometimes"], draft.text
+    assert [u.split(" ")[0] for u in _units(draft.text)] == [opening.split(" ")[0]], draft.text
 
 
 def test_near_duplicate_units_are_dropped():
