@@ -121,15 +121,18 @@ _DO = re.compile(
     re.I,
 )
 _CHECK = re.compile(r"\b(?:check|verify|monitor|look for|describe|inspect|metrics?)\b", re.I)
-# Openings that lean on the sentence before ("However, …", "This means …", "Therefore, …").
+# Openings that lean on the sentence before ("However, …", "This means …", "Therefore, …"); not the "It" of
+# "It is important to …", "It is not uncommon for …", which stands for what follows.
 _LEANS_BACK = re.compile(
     r"^(?:However|Therefore|Thus|Hence|Otherwise|Instead|Similarly|Additionally|Furthermore|Moreover|Also|So|"
     r"Consequently|Alternatively|Nevertheless|Likewise|Besides|As a result|In addition|In other words|"
     r"On the other hand|For (?:example|instance)(?=,)|If (?:so|not)\b|"
     r"If (?:this|that) is the case|In (?:this|that|such a|either) case|For (?:this|that) reason|"
-    r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) ))\b"
+    r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) )(?!(?<=It) (?:is|was) (?:\w+ ){1,3}(?:to|that|for)\b))\b"
     # ... or after a short opening phrase: "In short, this determines …", "In practice, they …"
-    r"|^[A-Z]\w*(?: \w+){0,2}, (?:this|that|these|those|it|they|such)\b(?! (?:is|are) (?:a|an|the) )",
+    r"|^[A-Z]\w*(?: \w+){0,2}, (?:this|that|these|those|it|they|such)\b(?! (?:is|are) (?:a|an|the) )"
+    # ... or doing what the sentence before says: "Failure to do so could …", "Doing this …"
+    r"|^(?:[A-Z]\w*(?: \w+){0,3} (?:do|doing)|Doing) (?:so|this|that)\b",
 )
 
 
@@ -172,8 +175,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # A sentence that continues a setting's entry is shown under the entry (`_with_their_entries`), which
     # names the setting and gives its default: choosing the sentence takes in the entry and pays for it.
     chars = lead.size + (HEADINGS_CHARS if layout else 0)
-    lead_entry = _missing_entry(lead, [], by_place)
-    chosen = [lead] if lead_entry is None or chars + lead_entry.size > shape.max_chars else [lead_entry, lead]
+    # So does a lead that leans on the sentence before it ("Failure to do so could …"): that sentence comes first.
+    before_lead = _missing_entry(lead, [], by_place) or _leaned_on(lead, by_place)
+    chosen = [lead] if before_lead is None or chars + before_lead.size > shape.max_chars else [before_lead, lead]
     seen_terms = {term for u in chosen for term in u.terms}
     chars += sum(u.size for u in chosen[:-1])
     # Beside the entry the question names, the other entries of its table are about other settings or
@@ -422,6 +426,12 @@ def _with_what_they_follow(
 
 def _leans_back(unit: _Scored) -> bool:
     return unit.unit.kind == "sentence" and _LEANS_BACK.match(unit.unit.text) is not None
+
+
+def _leaned_on(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
+    """The sentence right before `unit` in its passage, when `unit` leans on it."""
+    before = by_place.get((unit.candidate_index, unit.unit.position - 1)) if _leans_back(unit) else None
+    return before if before is not None and before.unit.kind == "sentence" else None
 
 
 def _with_their_items(

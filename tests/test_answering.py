@@ -709,7 +709,15 @@ LEANING = (
 
 @pytest.mark.parametrize(("max_chars", "shown"), [(5000, 2), (120, 1)])
 @pytest.mark.parametrize(
-    "opening", ["However, the pair", "In short, this pair", "In practice, that pair", "For instance, the pair"]
+    "opening",
+    [
+        "However, the pair",
+        "In short, this pair",
+        "In practice, that pair",
+        "For instance, the pair",
+        "Failing to do so, the pair",
+        "Doing so, the pair",
+    ],
 )
 def test_a_sentence_that_leans_on_the_one_before_is_shown_after_it_when_it_fits(max_chars, shown, opening):
     axes = _Axes()
@@ -723,6 +731,23 @@ def test_a_sentence_that_leans_on_the_one_before_is_shown_after_it_when_it_fits(
     assert units[-1].startswith(opening)
     if shown == 2:
         assert units[0] == "An idempotent producer that restarts gets a new producer id. [1]"
+
+
+def test_a_lead_that_leans_back_pays_for_the_sentence_it_leans_on_before_other_units():
+    # "How can I throttle replication traffic?" led with "Failure to do so could cause …", alone: the
+    # sentence it leans on was left for last, and a lower passage had taken the room.
+    axes = _Axes()
+    text = (
+        "Remove the throttle once the reassignment completes, with the --verify option. "
+        "Failure to do so could cause regular replication traffic to be throttled."
+    )
+    passage = candidate(axes, "throttle", text, [0.2, 0.9])
+    other = candidate(axes, "other", "Kafka lets you apply a throttle to replication traffic between brokers.", [0.85])
+    draft = extract_answer(
+        ranked([passage, other], "how do I throttle replication traffic?"), shape(max_units_fact=3, max_chars=200)
+    )
+    _check(draft)
+    assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["Remove", "Failure"], draft.text
 
 
 def test_a_lead_that_leans_back_is_shown_after_the_sentences_it_leans_on_when_they_are_chosen_too():
@@ -739,9 +764,10 @@ def test_a_lead_that_leans_back_is_shown_after_the_sentences_it_leans_on_when_th
     assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["Users", "They", "Instead,"], draft.text
 
 
-@pytest.mark.parametrize("opening", ["Sometimes the pair", "For example: the pair"])
+@pytest.mark.parametrize("opening", ["Sometimes the pair", "For example: the pair", "It is true that the pair"])
 def test_a_sentence_that_only_begins_like_a_back_reference_stands_alone(opening):
-    # "Some additional memory …" opens with the letters of "So" but leans on nothing; "For example:" introduces.
+    # "Some additional memory …" opens with the letters of "So" but leans on nothing; "For example:" introduces;
+    # the "It" of "It is true that …" stands for what follows.
     axes = _Axes()
     text = LEANING.replace("However, the pair", opening)
     passage = candidate(axes, "pid", text, [0.1, 0.9, 0.2])
