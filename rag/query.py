@@ -24,6 +24,7 @@ from rag.identifiers import error_names, extract_identifiers, phrase_names
 from rag.lexical import tokenize
 
 MAX_SIGNAL_CHARS = 1200
+INHERITED_WORDS = 3  # words a follow-up of a follow-up takes from what the one before leaned on
 MAX_PHRASES = 4000  # word runs looked up as error names, per question: a 200 KB paste stays cheap
 MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
 FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
@@ -468,9 +469,21 @@ def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str
     for identifier in extract_identifiers(_lead_source_text(last_answer))[:3]:
         if identifier not in subject_identifiers:
             subject_identifiers.append(identifier)
-    previous = reduce_to_signal(user_turns[-1], MAX_SIGNAL_CHARS).text if user_turns else ""
+    previous = reduce_to_signal(_standalone_last_turn(history), MAX_SIGNAL_CHARS).text
     subject = " ".join(dict.fromkeys([*subject_identifiers[:6], *_content_words(previous)[:12]]))
     return f"{question} ({subject})" if subject else question
+
+
+def _standalone_last_turn(history: Sequence[Mapping[str, str]]) -> str:
+    """The last user turn as it was searched: a follow-up of a follow-up leans on what the one before leaned
+    on ("how do I enable SASL/SCRAM?", "how do I create the users?", "and delete one?" is about SCRAM users)."""
+    last = next((n for n in range(len(history) - 1, -1, -1) if history[n].get("role") == "user"), None)
+    if last is None:
+        return ""
+    turn = history[last].get("content", "")
+    leaned_on = rewrite_followup(turn, history[:last]).removeprefix(turn)
+    # Its own words first, then the few that name what it leaned on: the earlier story would crowd them out.
+    return " ".join([turn, *_content_words(leaned_on)[:INHERITED_WORDS]])
 
 
 _FIRST_SOURCE = re.compile(r"\[1\]")

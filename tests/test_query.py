@@ -267,6 +267,18 @@ def test_rewrite_prefers_the_latest_user_turn():
     assert subject.index("invalid_record_state") < subject.index("max.poll.interval.ms")
 
 
+def test_a_follow_up_of_a_follow_up_carries_the_subject_the_one_before_leaned_on():
+    history = [
+        {"role": "user", "content": "how do I enable SASL/SCRAM?"},
+        {"role": "assistant", "content": "Configure the SCRAM mechanism on the brokers [1]."},
+        {"role": "user", "content": "how do I create the users?"},
+        {"role": "assistant", "content": "Create SCRAM credentials with kafka-configs.sh [1]."},
+    ]
+    rewritten = rewrite_followup("and delete one?", history)
+    assert rewritten.startswith("and delete one? (")
+    assert "SCRAM" in rewritten and "users" in rewritten, rewritten
+
+
 def test_rewrite_is_deterministic():
     assert rewrite_followup("and its default?", HISTORY) == rewrite_followup("and its default?", HISTORY)
 
