@@ -24,6 +24,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -52,12 +53,15 @@ class Query:
     human: bool
 
 
-def collect(sets: Sequence[tuple[Path, Path, Path]], seed: int = 7) -> tuple[list[Query], tuple[str, ...]]:
-    """Graded candidate lists for the tuning questions and a sample of synthetic queries of each index."""
+def collect(
+    sets: Sequence[tuple[Path, Path, Path]], seed: int = 7, **settings: Any
+) -> tuple[list[Query], tuple[str, ...]]:
+    """Graded candidate lists for the tuning questions and a sample of synthetic queries of each index;
+    `settings` override the assistant's (the first stage's fusion constants, `evals.tune_fusion`)."""
     queries: list[Query] = []
     names: tuple[str, ...] = ()
     for golden, corpus, index in sets:
-        assistant = Assistant.from_settings(Settings.from_env(index_dir=index))
+        assistant = Assistant.from_settings(Settings.from_env(index_dir=index, **settings))
         items = [i for i in select_part(load_golden(golden, corpus), "tune") if i.answerable]
         for item in items:
             inspection = assistant.inspect(item.question, item.history, k=CANDIDATES)

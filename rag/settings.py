@@ -58,7 +58,7 @@ class Settings:
     rrf_k: int = 20
     dense_weight: float = 1.0
     bm25_weight: float = 1.0
-    identifier_weight: float = 2.0
+    identifier_weight: float = 2.0  # with rrf_k: chosen by evals/tune_fusion.py (evals/reports/tune_fusion.md)
     sentence_weight: float = 1.0  # best-unit similarity, a fourth ranking in the fusion
     max_per_section: int = 4
 

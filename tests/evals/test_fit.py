@@ -13,6 +13,7 @@ import evals.fit_abstention as fit_abstention
 import evals.fit_ranker as fit_ranker
 import evals.tune_answers as tune_answers
 import evals.tune_chunking as tune_chunking
+import evals.tune_fusion as tune_fusion
 from evals.golden import load_golden, part_of, select_part
 from rag import Assistant, LinearModel
 from rag.abstention import ABSTENTION_FEATURES, load_abstention
@@ -164,6 +165,36 @@ def test_a_ranker_fit_that_is_not_better_writes_nothing_unless_forced(
     assert report.exists() is force
     if force:
         assert "The model this fit replaced, on the same questions: hit@1" in report.read_text(encoding="utf-8")
+
+
+def test_fusion_tuning_judges_each_setting_by_the_ranker_on_tuning_questions(
+    seeds_index, golden, inspected, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 5)
+    monkeypatch.setattr(tune_fusion, "GRID", {"identifier_weight": (2.0, 8.0), "rrf_k": (20,)})
+    fused: list[tuple[float, int]] = []
+    real = Assistant.from_settings
+
+    def spy(settings, *args, **kwargs):
+        fused.append((settings.identifier_weight, settings.rrf_k))
+        return real(settings, *args, **kwargs)
+
+    monkeypatch.setattr(Assistant, "from_settings", staticmethod(spy))
+    report = tmp_path / "tune_fusion.md"
+    assert tune_fusion.main(["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--report", str(report)]) == 0
+    assert fused == [(2.0, 20), (8.0, 20)]  # each setting's candidates are collected under it
+    _only_tune(inspected, golden, allowed_extra=_synthetic_keys(seeds_index))
+    text = report.read_text(encoding="utf-8")
+    assert "| 2.0 | 20 |" in text and "| 8.0 | 20 |" in text and "Chosen: identifier_weight" in text
+
+
+def test_fusion_tuning_changes_the_constants_only_for_a_gain_beyond_one_question():
+    current = {"hit@1": 0.5, "mrr@10": 0.6, "queries": 200}
+    one_more = {"hit@1": 0.505, "mrr@10": 0.62, "queries": 200}
+    two_more = {"hit@1": 0.51, "mrr@10": 0.6, "queries": 200}
+    assert tune_fusion.choose({(2.0, 20): current, (1.0, 20): dict(current)}, (2.0, 20)) == (2.0, 20)
+    assert tune_fusion.choose({(2.0, 20): current, (4.0, 20): one_more}, (2.0, 20)) == (2.0, 20)
+    assert tune_fusion.choose({(2.0, 20): current, (4.0, 60): two_more}, (2.0, 20)) == (4.0, 60)
 
 
 def test_shipped_models_load_with_the_features_the_service_computes(assistant):
