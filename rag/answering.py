@@ -125,7 +125,7 @@ _CHECK = re.compile(r"\b(?:check|verify|monitor|look for|describe|inspect|metric
 # "It is important to …", "It is not uncommon for …", which stands for what follows.
 _LEANS_BACK = re.compile(
     r"^(?:However|Therefore|Thus|Hence|Otherwise|Instead|Similarly|Additionally|Furthermore|Moreover|Also|So|"
-    r"Consequently|Alternatively|Nevertheless|Likewise|Besides|As a result|In addition|In other words|"
+    r"Consequently|Alternatively|Nevertheless|Likewise|Besides|Then|Finally|As a result|In addition|In other words|"
     r"On the other hand|For (?:example|instance)(?=,)|If (?:so|not)\b|"
     r"If (?:this|that) is the case|In (?:this|that|such a|either) case|For (?:this|that) reason|"
     r"(?:This|That|These|Those|It|They|Such)(?! (?:is|are) (?:a|an|the) )"

@@ -717,6 +717,7 @@ LEANING = (
         "For instance, the pair",
         "Failing to do so, the pair",
         "Doing so, the pair",
+        "Then the pair",
     ],
 )
 def test_a_sentence_that_leans_on_the_one_before_is_shown_after_it_when_it_fits(max_chars, shown, opening):
