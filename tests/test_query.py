@@ -255,25 +255,29 @@ def test_rewrite_carries_the_subject_of_earlier_turns():
     assert "ProducerFencedException" in rewritten
 
 
+def _conversation(*exchanges: tuple[str, str]) -> list[dict[str, str]]:
+    """History turns from (user question, assistant answer) pairs."""
+    turns: list[dict[str, str]] = []
+    for asked, said in exchanges:
+        turns += [{"role": "user", "content": asked}, {"role": "assistant", "content": said}]
+    return turns
+
+
 def test_rewrite_prefers_the_latest_user_turn():
-    history = [
-        {"role": "user", "content": "consumer rebalances when max.poll.interval.ms is exceeded"},
-        {"role": "assistant", "content": "Poll more often [1]."},
-        {"role": "user", "content": "now the share consumer acks fail with INVALID_RECORD_STATE"},
-        {"role": "assistant", "content": "The record lock expired [1]."},
-    ]
+    history = _conversation(
+        ("consumer rebalances when max.poll.interval.ms is exceeded", "Poll more often [1]."),
+        ("now the share consumer acks fail with INVALID_RECORD_STATE", "The record lock expired [1]."),
+    )
     rewritten = rewrite_followup("how do I fix it?", history)
     subject = rewritten.removeprefix("how do I fix it? (")
     assert subject.index("invalid_record_state") < subject.index("max.poll.interval.ms")
 
 
 def test_a_follow_up_of_a_follow_up_carries_the_subject_the_one_before_leaned_on():
-    history = [
-        {"role": "user", "content": "how do I enable SASL/SCRAM?"},
-        {"role": "assistant", "content": "Configure the SCRAM mechanism on the brokers [1]."},
-        {"role": "user", "content": "how do I create the users?"},
-        {"role": "assistant", "content": "Create SCRAM credentials with kafka-configs.sh [1]."},
-    ]
+    history = _conversation(
+        ("how do I enable SASL/SCRAM?", "Configure the SCRAM mechanism on the brokers [1]."),
+        ("how do I create the users?", "Create SCRAM credentials with kafka-configs.sh [1]."),
+    )
     rewritten = rewrite_followup("and delete one?", history)
     assert rewritten.startswith("and delete one? (")
     assert "SCRAM" in rewritten and "users" in rewritten, rewritten
