@@ -25,6 +25,7 @@ from rag.lexical import tokenize
 
 MAX_SIGNAL_CHARS = 1200
 INHERITED_WORDS = 3  # words a follow-up of a follow-up takes from what the one before leaned on
+LEANED_ON_TURNS = 4  # ... read from the turns (two exchanges) before that one
 MAX_PHRASES = 4000  # word runs looked up as error names, per question: a 200 KB paste stays cheap
 MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
 FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
@@ -481,7 +482,8 @@ def _standalone_last_turn(history: Sequence[Mapping[str, str]]) -> str:
     if last is None:
         return ""
     turn = history[last].get("content", "")
-    leaned_on = rewrite_followup(turn, history[:last]).removeprefix(turn)
+    # Read back over the two exchanges before it at most: a long chain of follow-ups stays a short recursion.
+    leaned_on = rewrite_followup(turn, history[max(0, last - LEANED_ON_TURNS) : last]).removeprefix(turn)
     # Its own words first, then the few that name what it leaned on: the earlier story would crowd them out.
     return " ".join([turn, *_content_words(leaned_on)[:INHERITED_WORDS]])
 

@@ -283,6 +283,11 @@ def test_a_follow_up_of_a_follow_up_carries_the_subject_the_one_before_leaned_on
     assert "SCRAM" in rewritten and "users" in rewritten, rewritten
 
 
+def test_a_long_chain_of_follow_ups_is_rewritten_without_deep_recursion():
+    history = _conversation(*[("and then?", "It retries [1].")] * 3000)  # an API client may send any history
+    assert rewrite_followup("and then?", history).startswith("and then?")
+
+
 def test_rewrite_is_deterministic():
     assert rewrite_followup("and its default?", HISTORY) == rewrite_followup("and its default?", HISTORY)
 
