@@ -632,7 +632,8 @@ def _retention_entry(unit: str, default: str, source: str = "") -> str:
     return f"{description}\n\nType: | long\nDefault: | {default}\nImportance: | high"
 
 
-def test_a_setting_with_no_default_is_followed_by_the_settings_it_takes_its_value_from():
+@pytest.mark.parametrize("alike", [False, True])  # the real entries read alike: near-duplicate vectors
+def test_a_setting_with_no_default_is_followed_by_the_settings_it_takes_its_value_from(alike):
     # "How long does a broker keep log data by default?" got `log.retention.ms` (Default: null) and another
     # setting's 7 days, not the 168 hours of `log.retention.hours` that `log.retention.minutes` falls back to.
     axes = _Axes()
@@ -640,9 +641,17 @@ def test_a_setting_with_no_default_is_followed_by_the_settings_it_takes_its_valu
         axes, "ms", _retention_entry("milliseconds", "null", "minutes"), [0.9], heading="log.retention.ms"
     )
     other = candidate(axes, "meta", BUFFER, [0.85, 0.8], heading="buffer.memory")
-    hours = candidate(axes, "hours", _retention_entry("hours", "168"), [0.5], heading="log.retention.hours")
+    same = millis.unit_vectors if alike else None
+    hours = candidate(
+        axes, "hours", _retention_entry("hours", "168"), [0.5], heading="log.retention.hours", vectors=same
+    )
     minutes = candidate(
-        axes, "minutes", _retention_entry("minutes", "null", "hours"), [0.6], heading="log.retention.minutes"
+        axes,
+        "minutes",
+        _retention_entry("minutes", "null", "hours"),
+        [0.6],
+        heading="log.retention.minutes",
+        vectors=same,
     )
     question = "How long does a broker keep log data by default before deleting it?"
     draft = extract_answer(ranked([millis, other, hours, minutes], question), shape(max_units_fact=3))
