@@ -42,6 +42,8 @@ def choose(table: dict[tuple[float, int], dict[str, float]], current: tuple[floa
     not: a one-question gain is within the noise of a refit (README), and changing the constants means
     refitting the ranker on the new `rrf` feature."""
     best = max(table, key=lambda s: (table[s]["hit@1"], table[s]["mrr@10"], s == current))
+    if current not in table:
+        return best  # a setting off the grid has no figure to keep it by
     questions = table[best]["queries"]
     gained = round((table[best]["hit@1"] - table[current]["hit@1"]) * questions)
     return best if gained > 1 else current

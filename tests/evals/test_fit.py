@@ -195,6 +195,7 @@ def test_fusion_tuning_changes_the_constants_only_for_a_gain_beyond_one_question
     assert tune_fusion.choose({(2.0, 20): current, (1.0, 20): dict(current)}, (2.0, 20)) == (2.0, 20)
     assert tune_fusion.choose({(2.0, 20): current, (4.0, 20): one_more}, (2.0, 20)) == (2.0, 20)
     assert tune_fusion.choose({(2.0, 20): current, (4.0, 60): two_more}, (2.0, 20)) == (4.0, 60)
+    assert tune_fusion.choose({(2.0, 20): current, (4.0, 20): one_more}, (3.0, 20)) == (4.0, 20)  # off the grid
 
 
 def test_shipped_models_load_with_the_features_the_service_computes(assistant):
