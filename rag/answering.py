@@ -412,9 +412,9 @@ def _with_what_they_follow(
         if _among(unit, shown):
             continue  # moved up, before the sentence that leans on it
         run = [unit]  # "They can also delete them …" leans in turn on "Users can create and name each topic."
-        while len(run) <= MAX_LEANING_BACK and _leans_back(run[0]):
-            before = by_place.get((unit.candidate_index, run[0].unit.position - 1))
-            if before is None or before.unit.kind != "sentence" or _among(before, shown):
+        while len(run) <= MAX_LEANING_BACK:
+            before = _leaned_on(run[0], by_place)
+            if before is None or _among(before, shown):
                 break
             moved = _among(before, chosen)
             if (moved and _list_key(before) is not None) or (not moved and before.size > budget):
