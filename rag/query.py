@@ -85,8 +85,9 @@ MIN_MESSAGE_WORDS = 4  # "Not authorized" or a quoted key is no message
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
 )
-# A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …".
-_ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:(]")
+# A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …",
+# and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
+_ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:({]")
 # A request for a fix or a reported fault. "keep" reports one only as "keeps failing" / "keep on growing":
 # "how long does Kafka keep a tombstone" asks for a fact.
 _FIX_REQUEST = re.compile(

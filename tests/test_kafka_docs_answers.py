@@ -113,6 +113,12 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
             "must be at least 2",
             "POLICY_VIOLATION",
         ),
+        # an error object as a librdkafka-based client prints it, below a sentence naming another setting
+        (
+            "our topic has min.insync.replicas=2, so I set acks=2 on the producer to match. now sends fail with\n"
+            'KafkaError{code=INVALID_REQUIRED_ACKS,val=21,str="Broker: Invalid required acks value"}',
+            "INVALID_REQUIRED_ACKS",
+        ),
     ],
 )
 def test_a_quoted_or_pasted_error_message_leads_with_the_row_that_says_it(docs, question, row):

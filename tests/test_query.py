@@ -315,6 +315,9 @@ METADATA_WARN = (
         ("2024-05-02 10:11:12,345 ERROR [main] Sender failed", "error"),
         ("org.apache.kafka.common.errors.TimeoutException: Topic orders not present in metadata", "error"),
         ("Caused by: java.lang.IllegalStateException: no", "error"),
+        # an error object as a librdkafka-based client prints it
+        ('KafkaError{code=INVALID_REQUIRED_ACKS,val=21,str="Broker: Invalid required acks value"}', "error"),
+        ("the KafkaError{} object we log is empty", "question"),
         ("why does my producer keep failing?", "question"),
         ("what is the default value of acks?", "question"),
         # a sentence that quotes a command asks about it; a command line in backticks is still one
