@@ -85,6 +85,9 @@ MIN_MESSAGE_WORDS = 4  # "Not authorized" or a quoted key is no message
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
 )
+# A word that marks a line a tool printed into the user's code block as an error: "Error: Assignments can only be
+# reset if the group … is inactive", "Error completing leader election (PREFERRED) for partition …".
+_ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exception|Error)\b", re.I)
 # A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …",
 # and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
 _ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:({]")
@@ -197,10 +200,18 @@ def parse_query(
     messages: list[str] = []
     phrases: dict[str, str] = {}
     context_lines = 0
+    fenced = False
+    pasted_error = False  # a line placed as an error or log line: the user reports a fault
     for line in text[:400_000].split("\n"):
         if not line.strip():
             continue
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
         place = line_place(line)
+        if fenced and place == "question" and _ERROR_WORD.search(line[:MAX_LINE_CHARS]):
+            place = "error"  # what a tool printed into the user's code block: "Error: Assignments can only …"
+        pasted_error = pasted_error or place == "error"
         if place in CONTEXT_PLACES:
             context_lines += 1
         else:
@@ -250,7 +261,7 @@ def parse_query(
         tokens=tuple(tokenize(retrieval_text)),
         identifiers=identifiers,
         trimmed=reduced.trimmed or bool(context_lines and prose_lines),
-        intent=_intent(text, identifiers, own_words),
+        intent=_intent(text, identifiers, own_words, pasted_error),
         names=tuple(dict.fromkeys(names)),
         opening_names=tuple(dict.fromkeys(openers)),
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
@@ -381,17 +392,22 @@ def _names(text: str) -> tuple[list[str], list[str]]:
     return names, openers
 
 
-def _intent(text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequence[str]) -> str:
+def _intent(
+    text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequence[str], pasted_error: bool = False
+) -> str:
     """Task when a sentence of the user's own asks for something to be written, generated, translated or
     summarised (no passage answers that, whatever it is about); troubleshoot when the user reports an
-    error or asks for a fix; check when they ask how to inspect."""
+    error (`pasted_error`: an error or log line is among what they pasted) or asks for a fix; check when
+    they ask how to inspect."""
     if any(
         _TASK_REQUEST.match(line[m.end() : m.end() + 80])
         for line in own_lines
         for m in _SENTENCE_START.finditer(line[:MAX_LINE_CHARS])
     ):
         return "task"
-    reports_error = any(i.place == "error" for i in identifiers) or bool(_ERROR_CALL.search(text[:2000]))
+    reports_error = (
+        pasted_error or any(i.place == "error" for i in identifiers) or bool(_ERROR_CALL.search(text[:2000]))
+    )
     if reports_error or _FIX_REQUEST.search(text[:2000]):
         return "troubleshoot"
     if _CHECK_REQUEST.search(text[:2000]):

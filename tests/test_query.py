@@ -339,6 +339,26 @@ def test_command_line_is_context_and_the_error_line_is_focus():
     assert query.context_identifiers == {"kafka-console-producer"}
 
 
+def test_an_error_a_tool_printed_into_a_code_block_is_an_error_line():
+    """What a tool printed into the user's code block reports a fault even in plain words ("Error: …"); the
+    tool's other output and the user's own sentences keep their places."""
+    paste = (
+        "trying to rewind a group and the tool refuses:\n```\n"
+        "$ kafka-consumer-groups.sh --bootstrap-server k:9092 --group g --reset-offsets --to-earliest --execute\n"
+        "Valid replica already elected for partitions orders-0\n"
+        "Error completing leader election (PREFERRED) for partition: orders-2: "
+        "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException: The preferred leader was not available.\n"
+        "```\nwhat am I supposed to do here?"
+    )
+    query = parse_query(paste)
+    assert query.intent == "troubleshoot"
+    assert ("preferredleadernotavailableexception", "error") in {(i.name, i.place) for i in query.identifiers}
+    assert "```" not in query.text and "supposed to do" in query.text
+    # unfenced, the same words are the user's own sentence about an error, and a fence alone reports nothing
+    assert parse_query("what does 'Error completing leader election' mean?").intent == "fact"
+    assert parse_query("how do I list groups?\n```\nValid replica already elected\n```").intent == "fact"
+
+
 def test_command_line_is_dropped_from_the_text_when_the_paste_has_an_error_line():
     query = parse_query(f"{PRODUCER_COMMAND}\n{METADATA_WARN}")
     assert "UNKNOWN_TOPIC_OR_PARTITION" in query.text
