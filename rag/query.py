@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from rag.identifiers import error_names, extract_identifiers, phrase_names
@@ -200,14 +200,8 @@ def parse_query(
     messages: list[str] = []
     phrases: dict[str, str] = {}
     context_lines = 0
-    fenced = False
     pasted_error = False  # a line placed as an error or log line: the user reports a fault
-    for line in text[:400_000].split("\n"):
-        if not line.strip():
-            continue
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
+    for line, fenced in _lines_and_fences(text):
         place = line_place(line)
         if fenced and place == "question" and _ERROR_WORD.search(line[:MAX_LINE_CHARS]):
             place = "error"  # what a tool printed into the user's code block: "Error: Assignments can only …"
@@ -309,15 +303,21 @@ def asked_identifiers(text: str) -> frozenset[str]:
 _SET_VALUE = re.compile(r"\S+\s*=\s*\S+")
 
 
-def _own_sentences(text: str) -> list[str]:
-    """The sentences of the user's own lines: not pasted logs, commands, stack frames or fenced blocks."""
-    own: list[str] = []
+def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
+    """The non-blank lines of what the user typed (its first 400 KB), each with whether it sits inside a
+    ``` code block; the fence lines themselves are left out."""
     fenced = False
     for line in text[:400_000].split("\n"):
         if line.lstrip().startswith("```"):
             fenced = not fenced
-        elif not fenced and line.strip() and line_place(line) == "question":
-            own.append(line[:MAX_LINE_CHARS])
+        elif line.strip():
+            yield line, fenced
+
+
+def _own_sentences(text: str) -> list[str]:
+    """The sentences of the user's own lines: not pasted logs, commands, stack frames or fenced blocks."""
+    lines = _lines_and_fences(text)
+    own = [line[:MAX_LINE_CHARS] for line, fenced in lines if not fenced and line_place(line) == "question"]
     return [s for s in _SENTENCE_END.split(" ".join(own)[:MAX_ASK_CHARS]) if s.strip()]
 
 
