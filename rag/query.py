@@ -392,9 +392,7 @@ def _names(text: str) -> tuple[list[str], list[str]]:
     return names, openers
 
 
-def _intent(
-    text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequence[str], pasted_error: bool = False
-) -> str:
+def _intent(text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequence[str], pasted_error: bool) -> str:
     """Task when a sentence of the user's own asks for something to be written, generated, translated or
     summarised (no passage answers that, whatever it is about); troubleshoot when the user reports an
     error (`pasted_error`: an error or log line is among what they pasted) or asks for a fix; check when
