@@ -7,6 +7,7 @@ matches exactly, and "transaction timeout" still finds it.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -32,6 +33,7 @@ BM25_FILES = {  # the file names bm25s.BM25.load reads
 }
 
 _WORD = re.compile(r"[a-z0-9_]+(?:[.\-][a-z0-9_]+)*")
+_COMPOUND_SEPARATOR = re.compile(r"[._\-]")
 _STOPWORDS = frozenset(
     [
         "a",
@@ -116,13 +118,17 @@ _STOPWORDS = frozenset(
 def tokenize(text: str) -> list[str]:
     """Lower-cased tokens: compound identifiers whole plus their parts, stopwords out, plurals folded."""
     tokens: list[str] = []
-    for match in _WORD.finditer(text.lower()):
-        word = match.group(0)
-        parts = [p for p in re.split(r"[._\-]", word) if p]
-        if len(parts) > 1:
-            tokens.append(word)
-        tokens.extend(_fold(p) for p in parts if p not in _STOPWORDS and len(p) > 1)
+    for word in _WORD.findall(text.lower()):
+        tokens.extend(_word_tokens(word))
     return tokens
+
+
+@functools.lru_cache(maxsize=65_536)
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """`tokenize` of one word; cached, since answering tokenizes the same passages' words question after question."""
+    parts = [p for p in _COMPOUND_SEPARATOR.split(word) if p]
+    whole = (word,) if len(parts) > 1 else ()
+    return whole + tuple(_fold(p) for p in parts if p not in _STOPWORDS and len(p) > 1)
 
 
 def parts_only(text: str, compounds: Collection[str]) -> frozenset[str]:
