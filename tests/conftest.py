@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -81,16 +82,59 @@ def seeds_index(tmp_path_factory) -> Path:
     return index_dir
 
 
-@pytest.fixture(scope="session")
-def kafka_docs_index(tmp_path_factory) -> Path:
-    """An index of the Kafka documentation (HTML pages), built once per session: 2-3 minutes, so mark users slow."""
-    from rag.ingest import run_ingest
+# `kafka-rag ingest` of the Kafka docs with default settings and the local engine, as the fixture's build runs it.
+_BUILD_DOCS_INDEX = """
+import sys
+from pathlib import Path
+from rag import Settings
+from rag.ingest import IngestConfig, run_ingest
+run_ingest([Path(sys.argv[1])], Path(sys.argv[2]), IngestConfig.from_settings(Settings.from_env({})))
+"""
+_DOCS_INDEX_BUILD = pytest.StashKey[tuple[subprocess.Popen, Path]]()
 
+
+@pytest.hookimpl(trylast=True)  # after `-m` and `-k` have deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests on the Kafka docs index run last, and the index is built from the start in a process of lower
+    priority: its minutes of embedding take the CPU that the other tests leave idle while they wait on
+    servers, JVMs and a browser, instead of holding up the suite."""
+    users = {id(item) for item in items if "kafka_docs_index" in getattr(item, "fixturenames", ())}
+    if not users or not KAFKA_DOCS.is_dir() or config.option.collectonly:
+        return
+    items[:] = [item for item in items if id(item) not in users] + [item for item in items if id(item) in users]
+    root = Path(tempfile.mkdtemp(prefix="kafka-docs-index-"))
+    with open(root / "build.log", "wb") as log:
+        process = subprocess.Popen(
+            ["nice", "-n", "19", sys.executable, "-c", _BUILD_DOCS_INDEX, str(KAFKA_DOCS), str(root / "index")],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    config.stash[_DOCS_INDEX_BUILD] = (process, root)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    build = config.stash.get(_DOCS_INDEX_BUILD, None)
+    if build is not None:
+        process, root = build
+        stop_process_group(process)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_docs_index(pytestconfig) -> Path:
+    """An index of the Kafka documentation (HTML pages), built once per session (3-4 minutes: mark users slow)
+    by the process that collection started; this waits for it."""
     if not KAFKA_DOCS.is_dir():
         pytest.skip(f"no Kafka docs corpus at {KAFKA_DOCS}")
-    index_dir = tmp_path_factory.mktemp("kafka-docs-index") / "index"
-    run_ingest([KAFKA_DOCS], index_dir, default_ingest_config())
-    return index_dir
+    build = pytestconfig.stash.get(_DOCS_INDEX_BUILD, None)
+    assert build is not None, "collection starts the build for every test that uses this fixture"
+    process, root = build
+    if process.wait() != 0:
+        log = (root / "build.log").read_text(encoding="utf-8", errors="replace")
+        pytest.fail(f"Building the Kafka docs index failed (exit {process.returncode}):\n{log[-3000:]}")
+    return root / "index"
 
 
 @pytest.fixture(scope="session")
