@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -461,3 +462,17 @@ def test_a_two_part_key_counts_where_the_corpus_carries_it(retriever, stage):
     for question in ("does dc7.payments change processing.guarantee?", "does 'isolation.mode' change it?"):
         evidence = retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence
         assert evidence.unknown_focus_identifiers == 0, question
+
+
+def test_rows_read_together_equal_rows_read_one_by_one_across_record_batches(retriever):
+    """`_records` takes the candidates' rows from each record batch at once; cut the table into small batches so
+    the rows asked for straddle their boundaries."""
+    chunks = retriever.index.chunks
+    retriever = copy.copy(retriever)
+    retriever._batches = chunks.to_batches(max_chunksize=7)
+    retriever._batch_starts = np.cumsum([0, *(len(batch) for batch in retriever._batches)])
+    assert len(retriever._batches) > 3
+    rows = sorted({0, 6, 7, 8, 13, 14, 20, len(chunks) // 2, len(chunks) - 1})
+    records = retriever._records(rows)
+    assert list(records) == rows
+    assert records == {row: chunks.slice(row, 1).to_pylist()[0] for row in rows}
