@@ -82,7 +82,7 @@ def seeds_index(tmp_path_factory) -> Path:
     return index_dir
 
 
-# `kafka-rag ingest` of the Kafka docs with default settings and the local engine, as the fixture's build runs it.
+# The build of the session's Kafka docs index: the local engine with the settings `kafka-rag ingest` uses by default.
 _BUILD_DOCS_INDEX = """
 import sys
 from pathlib import Path
