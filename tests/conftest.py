@@ -82,6 +82,14 @@ def seeds_index(tmp_path_factory) -> Path:
     return index_dir
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A test run started as a background job of a non-interactive shell (a CI step, `make test &`) inherits
+    SIGINT ignored, and so would every `kafka-rag` the tests start: restore what a terminal gives them, so
+    the tests that press Ctrl-C on one see it interrupted."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 # The build of the session's Kafka docs index: the local engine with the settings `kafka-rag ingest` uses by default.
 _BUILD_DOCS_INDEX = """
 import sys
