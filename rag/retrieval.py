@@ -404,8 +404,7 @@ class Retriever:
         return False
 
     def _record(self, row: int) -> dict:
-        batch = int(np.searchsorted(self._batch_starts, row, side="right")) - 1
-        return self._batches[batch].slice(row - int(self._batch_starts[batch]), 1).to_pylist()[0]
+        return self._records([row])[row]
 
     def _records(self, rows: list[int]) -> dict[int, dict]:
         """`_record` of each of `rows` (ascending), with one take per record batch: a take converts many

@@ -30,12 +30,17 @@ def default_ingest_config():
     return IngestConfig.from_settings(Settings.from_env({}))
 
 
-def run_kafka_rag(*args: str, cwd: Path = REPO, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
-    """The installed `kafka-rag` command as a user runs it: default settings, offline, any working directory."""
+def user_env() -> dict[str, str]:
+    """The environment of a user who runs `kafka-rag` with default settings, offline."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_RAG_")}
     env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+def run_kafka_rag(*args: str, cwd: Path = REPO, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
+    """The installed `kafka-rag` command as a user runs it: default settings, offline, any working directory."""
     return subprocess.run(
-        [str(KAFKA_RAG), *args], input=stdin, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [str(KAFKA_RAG), *args], input=stdin, cwd=cwd, env=user_env(), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -90,14 +95,6 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# The build of the session's Kafka docs index: the local engine with the settings `kafka-rag ingest` uses by default.
-_BUILD_DOCS_INDEX = """
-import sys
-from pathlib import Path
-from rag import Settings
-from rag.ingest import IngestConfig, run_ingest
-run_ingest([Path(sys.argv[1])], Path(sys.argv[2]), IngestConfig.from_settings(Settings.from_env({})))
-"""
 _DOCS_INDEX_BUILD = pytest.StashKey[tuple[subprocess.Popen, Path]]()
 
 
@@ -113,8 +110,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     root = Path(tempfile.mkdtemp(prefix="kafka-docs-index-"))
     with open(root / "build.log", "wb") as log:
         process = subprocess.Popen(
-            ["nice", "-n", "19", sys.executable, "-c", _BUILD_DOCS_INDEX, str(KAFKA_DOCS), str(root / "index")],
+            ["nice", "-n", "19", str(KAFKA_RAG), "ingest", str(KAFKA_DOCS), "--index", str(root / "index")]
+            + ["--no-spark"],
             cwd=REPO,
+            env=user_env(),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

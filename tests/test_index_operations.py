@@ -20,7 +20,7 @@ from rag.embedding import load_embedder, model_identity
 from rag.index_lock import is_locked
 from rag.index_store import current_version, load_index, read_manifest
 from rag.ingest import run_ingest
-from tests.conftest import KAFKA_RAG, SEEDS, default_ingest_config, run_kafka_rag
+from tests.conftest import KAFKA_RAG, SEEDS, default_ingest_config, run_kafka_rag, user_env
 
 pytestmark = pytest.mark.slow
 
@@ -28,17 +28,11 @@ SMALL = ("000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40
 QUESTION = "what does error code 121 mean"
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_RAG_")}
-    env["HF_HUB_OFFLINE"] = "1"
-    return env
-
-
 def _start(*args: str) -> subprocess.Popen:
     """`kafka-rag ARGS` in its own process group, as a terminal would run it."""
     return subprocess.Popen(
         [str(KAFKA_RAG), *args],
-        env=_env(),
+        env=user_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -390,7 +384,7 @@ def test_keep_versions_setting_and_the_serving_version_survive_retention(small):
     (corpus / "extra.txt").write_text("Extra page\n\nThe widget stalls when the queue is full.\n")
     result = subprocess.run(
         [str(KAFKA_RAG), "ingest", str(corpus), "--index", str(index_dir), "--no-spark", "--json"],
-        env={**_env(), **env_keep},
+        env={**user_env(), **env_keep},
         capture_output=True,
         text=True,
         timeout=300,
