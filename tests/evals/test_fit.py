@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import evals.fit_abstention as fit_abstention
+import evals.fit_embedding as fit_embedding
 import evals.fit_ranker as fit_ranker
 import evals.tune_answers as tune_answers
 import evals.tune_chunking as tune_chunking
@@ -107,6 +108,18 @@ def test_ranker_fit_reads_only_tuning_questions_and_synthetic_queries(seeds_inde
     for query in queries:
         assert query.features.shape == (len(query.grades), len(RANK_FEATURES))
         assert np.isfinite(query.features).all()
+
+
+def test_embedding_fit_reads_only_tuning_questions_and_synthetic_queries(seeds_index, golden, inspected):
+    (corpus,) = fit_embedding.collect([(GOLDEN, SEEDS, seeds_index)])
+    _only_tune(inspected, golden)
+    tune = [i for i in select_part(golden, "tune") if i.answerable]
+    assert {p.item_id for p in corpus.human} <= {i.id for i in tune} and len(corpus.human) >= len(tune) * 0.8
+    assert all(part_of(p.item_id) == "tune" and p.passage in p.positives for p in corpus.human)
+    assert {p.query for p in corpus.synthetic} == {q for q, _ in _synthetic_keys(seeds_index)}
+    assert set(corpus.passages) >= {p.passage for p in corpus.human + corpus.synthetic}
+    pairs = fit_embedding.training_pairs(corpus.human, corpus.synthetic)
+    assert len(pairs) == fit_embedding.HUMAN_REPEAT * len(corpus.human) + len(corpus.synthetic) // 2
 
 
 def _synthetic_keys(index: Path) -> set[tuple]:
