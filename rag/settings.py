@@ -19,7 +19,7 @@ from rag.errors import ConfigurationError
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # all-MiniLM-L6-v2 with the low-rank adapter fitted on the tuning parts merged in (`rag.adapter`)
 ADAPTED_MODEL = "kafka-rag/all-MiniLM-L6-v2-kafka"
-DEFAULT_MODEL = BASE_MODEL
+DEFAULT_MODEL = ADAPTED_MODEL
 # onnx: torch's vectors (cosine 1.0000) at 2x the encoding speed, and a query process that never imports
 # torch (cold `kafka-rag ask` in ~2 s instead of ~9 s); measured in README "Embedding runtime".
 DEFAULT_EMBED_BACKEND = "onnx"

@@ -24,7 +24,7 @@ from rag.errors import NoDocumentsError, SourceNotFoundError
 from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
 from rag.ingest import chunk_files, chunk_vector, embed_rows, local_engine, planned_texts, run_ingest
 from rag.progress import Count
-from rag.settings import Settings
+from rag.settings import DEFAULT_MODEL, Settings
 from rag.units import UNITS_VERSION, unit_texts
 from tests.conftest import SEEDS, default_ingest_config, run_kafka_rag
 
@@ -103,7 +103,7 @@ def test_full_ingest_publishes_a_complete_manifest(built):
     assert manifest["schema_version"] == 2
     assert manifest["version"] == report.version == current_version(index_dir)
     identity = model_identity(load_embedder(default_ingest_config().model))
-    assert manifest["model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert manifest["model"]["name"] == DEFAULT_MODEL
     assert manifest["model"]["dimension"] == identity.dimension == 384
     assert manifest["model"]["fingerprint"] == identity.fingerprint
     assert manifest["model"]["normalized"] is True

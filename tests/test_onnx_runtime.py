@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.embedding import DEFAULT_MODEL, load_embedder, model_identity, resolve_model
+from rag.embedding import load_embedder, model_identity, resolve_model
 from rag.errors import EmbeddingError, IndexMismatchError, ModelNotFoundError
 from rag.index_store import load_index, read_chunk_table, read_manifest
 from rag.onnx_runtime import OnnxEmbedder, ensure_graph, graph_path, write_atomically
-from rag.settings import Settings
+from rag.settings import DEFAULT_MODEL, Settings
 from rag.units import unit_texts
 from tests.conftest import REPO
 
@@ -84,10 +84,12 @@ def cosines(left: np.ndarray, right: np.ndarray) -> np.ndarray:
 
 @pytest.mark.slow
 def test_the_graphs_are_exported_into_the_cache_from_the_packaged_model(onnx_embedder, int8_embedder, fresh_cache):
-    fp32, int8 = (graph_path(MODEL_DIR, fresh_cache, quantized) for quantized in (False, True))
+    model_dir = Path(resolve_model(DEFAULT_MODEL, fresh_cache))  # the adapted model: merged into this cache too
+    assert model_dir.is_relative_to(fresh_cache)
+    fp32, int8 = (graph_path(model_dir, fresh_cache, quantized) for quantized in (False, True))
     for quantized, graph in ((False, fp32), (True, int8)):
         assert graph.is_file() and graph.is_relative_to(fresh_cache)
-        assert ensure_graph(MODEL_DIR, fresh_cache, quantized) == graph
+        assert ensure_graph(model_dir, fresh_cache, quantized) == graph
     assert int8.stat().st_size < fp32.stat().st_size / 2  # up-projections, attention outputs, embeddings: 41 of 90 MB
     assert sorted(p.name for p in fp32.parent.iterdir()) == [".lock", "model-int8.onnx", "model.onnx"]
 
