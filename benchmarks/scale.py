@@ -51,6 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from rag.settings import DEFAULT_MODEL
+
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_DOCS = REPO.parent / "shared" / "corpora" / "kafka-docs"
 WORK = Path(tempfile.gettempdir()) / "kafka-rag-scale"
@@ -142,7 +144,6 @@ def stand_in_model(folder: Path) -> Path:
     from sentence_transformers import SentenceTransformer
 
     from rag.embedding import resolve_model
-    from rag.settings import DEFAULT_MODEL
 
     model = SentenceTransformer(resolve_model(DEFAULT_MODEL), device="cpu")
     encoder = model[0].auto_model
@@ -210,7 +211,7 @@ def ingest_half(args: argparse.Namespace) -> dict[str, Any]:
         "half": "ingest",
         "chunks": report["chunks"],
         "files": files,
-        "model": "stand-in (MiniLM, first layer)" if args.stand_in_model else "all-MiniLM-L6-v2",
+        "model": "stand-in (MiniLM, first layer)" if args.stand_in_model else DEFAULT_MODEL,
         **figures,
         "embed_stage_s": stage,
         "chunks_per_s": round(report["chunks"] / stage, 1),

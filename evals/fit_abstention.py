@@ -26,6 +26,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
+from evals.fit_embedding import half
 from evals.golden import add_set_argument, load_golden, select_part
 from rag import Assistant, LinearModel, Settings, data_hash, model_paths
 
@@ -37,12 +38,21 @@ FOLDS = 5
 REPORT = Path("evals/reports/fit_abstention.md")
 
 
-def collect(sets: Sequence[tuple[Path, Path, Path]]) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...]]:
+def collect(
+    sets: Sequence[tuple[Path, Path, Path]], half_indexes: Sequence[tuple[Path, Path]] = ()
+) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...]]:
+    """One feature row per tuning question. With `half_indexes` (two per set, built with the adapters that
+    `evals/fit_embedding.py --check` fits without each half of the questions), a question's row comes from the
+    index whose embedding adapter never saw it: the shipped adapter was fitted on every tuning question, so
+    their cosines are in-sample, higher than a new question gets, and a fit on them learns to over-trust the
+    dense score (over-abstention on new questions)."""
     rows, labels, ids = [], [], []
     names: tuple[str, ...] = ()
-    for golden, corpus, index in sets:
-        assistant = Assistant.from_settings(Settings.from_env(index_dir=index))
+    for number, (golden, corpus, index) in enumerate(sets):
+        halves = half_indexes[number] if half_indexes else (index, index)
+        assistants = [Assistant.from_settings(Settings.from_env(index_dir=path)) for path in halves]
         for item in select_part(load_golden(golden, corpus), "tune"):
+            assistant = assistants[half(item.id)]
             inspection = assistant.inspect(item.question, item.history, k=assistant.settings.top_k)
             names = inspection.abstention_features
             rows.append(inspection.abstention)
@@ -111,8 +121,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_set_argument(parser)
     parser.add_argument("--out", type=Path, default=model_paths()["abstention"], help="model file to write")
     parser.add_argument("--report", type=Path, default=REPORT)
+    parser.add_argument(
+        "--half-indexes",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="INDEX",
+        help="two indexes per --set, in order: built with the adapters fitted without half 0 and half 1 of the "
+        "tuning questions (evals/fit_embedding.py --check); each question's features come from the one that "
+        "did not see it",
+    )
     args = parser.parse_args(argv)
-    x, y, ids, names = collect([tuple(s) for s in args.set])
+    if args.half_indexes and len(args.half_indexes) != 2 * len(args.set):
+        parser.error("--half-indexes takes two indexes per --set")
+    halves = list(zip(args.half_indexes[::2], args.half_indexes[1::2], strict=True))
+    x, y, ids, names = collect([tuple(s) for s in args.set], halves)
     table = {}
     for c in REGULARISATION:
         scores = cross_validated_scores(x, y, c)
@@ -137,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "threshold_budget": budget,
         "procedure_cv": {"abstention_recall": procedure[budget][0], "over_abstention": procedure[budget][1]},
         "sets": [str(s[0]) for s in args.set],
+        "features_from_held_out_adapters": bool(halves),
     }
     model = dataclasses.replace(model, threshold=threshold, training=training)
     args.out.write_text(model.to_json(), encoding="utf-8")
@@ -145,7 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"Tuning questions: {len(y)} ({int((y == 0).sum())} unanswerable). C chosen on cross-validated "
         f"scores: the most unanswerable questions declined while over-abstention stays at or under "
-        f"{MAX_OVER_ABSTENTION}; the threshold below.",
+        f"{MAX_OVER_ABSTENTION}; the threshold below."
+        + (
+            " Each question's features come from an index whose embedding adapter was fitted without it "
+            "(`--half-indexes`)."
+            if halves
+            else ""
+        ),
         "",
         "| C | cross-validated AUC | abstention recall | over-abstention |",
         "|---|---|---|---|",

@@ -93,6 +93,27 @@ def test_abstention_fit_reads_only_tuning_questions(seeds_index, golden, inspect
     assert y.tolist() == [1 if i.answerable else 0 for i in tune]
 
 
+def test_abstention_features_of_each_question_come_from_the_index_whose_adapter_did_not_see_it(
+    seeds_index, golden, monkeypatch, tmp_path
+):
+    (tmp_path / "half-1").symlink_to(seeds_index, target_is_directory=True)
+    halves = (seeds_index, tmp_path / "half-1")
+    served: dict[tuple, Path] = {}
+    real = Assistant.inspect
+
+    def spy(self, question, history=(), *, k=20):
+        served[_key(question, history)] = self.settings.index_dir
+        return real(self, question, history, k=k)
+
+    monkeypatch.setattr(Assistant, "inspect", spy)
+    _, _, ids, _ = fit_abstention.collect([(GOLDEN, SEEDS, seeds_index)], [halves])
+    tune = {i.id: i for i in select_part(golden, "tune")}
+    assert ids == list(tune)
+    index_of = {i: Path(served[_key(tune[i].question, tune[i].history)]) for i in ids}
+    assert set(index_of.values()) == set(halves)  # both halves are used
+    assert index_of == {i: halves[fit_embedding.half(i)] for i in ids}
+
+
 def test_ranker_fit_reads_only_tuning_questions_and_synthetic_queries(seeds_index, golden, inspected, monkeypatch):
     monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 15)
     queries, names = fit_ranker.collect([(GOLDEN, SEEDS, seeds_index)])
