@@ -50,7 +50,7 @@ def collect(
     names: tuple[str, ...] = ()
     for number, (golden, corpus, index) in enumerate(sets):
         halves = half_indexes[number] if half_indexes else (index, index)
-        assistants = [Assistant.from_settings(Settings.from_env(index_dir=path)) for path in halves]
+        assistants = [Assistant.built_with(Settings.from_env(index_dir=path)) for path in halves]
         for item in select_part(load_golden(golden, corpus), "tune"):
             assistant = assistants[half(item.id)]
             inspection = assistant.inspect(item.question, item.history, k=assistant.settings.top_k)

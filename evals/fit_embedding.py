@@ -33,7 +33,6 @@ from evals.metrics import contains_evidence
 from rag import Assistant, Settings
 from rag.adapter import ADAPTER_FILE, adapter_arrays, chunk_model_texts
 from rag.embedding import resolve_model
-from rag.index_store import read_manifest
 from rag.settings import BASE_MODEL
 
 RANK = 8
@@ -69,13 +68,7 @@ def collect(sets: Sequence[tuple[Path, Path, Path]]) -> list[Corpus]:
     only its chunks, synthetic queries and the parsed questions are read)."""
     corpora = []
     for golden, corpus, index in sets:
-        built_with = {"model": "name", "embed_backend": "backend"}
-        model = read_manifest(index)["model"]
-        assistant = Assistant.from_settings(
-            Settings.from_env(
-                index_dir=index, **{key: model[field] for key, field in built_with.items() if field in model}
-            )
-        )
+        assistant = Assistant.built_with(Settings.from_env(index_dir=index))
         chunks = chunk_model_texts(index)
         model_text = {chunk_id: seen for chunk_id, seen, _ in chunks}
         human = []

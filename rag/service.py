@@ -124,6 +124,14 @@ class Assistant:
         index = load_index(settings.index_dir, model_identity(embedder))
         return cls(settings, Retriever(index, embedder), ranker, abstention, embedder)
 
+    @classmethod
+    def built_with(cls, settings: Settings) -> Assistant:
+        """An assistant on `settings.index_dir` with the embedding model and backend that index was built with,
+        whatever the settings name: the fit scripts read indexes built with models other than the default."""
+        model = read_version_manifest(serving_path(settings.index_dir)).get("model", {})
+        recorded = {"model": model.get("name"), "embed_backend": model.get("backend")}
+        return cls.from_settings(dataclasses.replace(settings, **{k: v for k, v in recorded.items() if v}))
+
     def with_settings(self, **overrides) -> Assistant:
         """The same loaded index, model and learned weights under changed answer settings (for tuning scripts)."""
         settings = dataclasses.replace(self.settings, **overrides)

@@ -13,9 +13,9 @@ import pytest
 
 from rag import Answer, Assistant, QuestionError, SearchResult
 from rag.answering import NOT_COVERED
-from rag.errors import IndexNotFoundError, RetrievalError
+from rag.errors import IndexMismatchError, IndexNotFoundError, RetrievalError
 from rag.service import TASK_NOTE, TRIMMED_NOTE
-from rag.settings import DEFAULT_MODEL
+from rag.settings import BASE_MODEL, DEFAULT_MODEL, Settings
 
 pytestmark = pytest.mark.slow
 
@@ -442,6 +442,16 @@ def test_concurrent_asks_match_sequential(assistant):
     assert len(results) == 8 * len(questions)
     for (_, index), answer in results.items():
         assert answer == expected[questions[index]], questions[index][:60]
+
+
+@pytest.mark.slow
+def test_built_with_loads_an_index_with_its_own_model_whatever_the_settings_name(seeds_index):
+    naming_another = Settings(index_dir=seeds_index, model=BASE_MODEL)
+    with pytest.raises(IndexMismatchError):
+        Assistant.from_settings(naming_another)
+    assistant = Assistant.built_with(naming_another)
+    assert assistant.settings.model == DEFAULT_MODEL and assistant.status.model == DEFAULT_MODEL
+    assert len(assistant.search("consumer lag", k=1).passages) == 1
 
 
 def test_status_reports_the_seeds_index(assistant):
