@@ -6,14 +6,15 @@
 Training pairs: each answerable tuning-part question (its retrieval query, as the assistant parses it) with
 a chunk that holds its evidence, repeated `HUMAN_REPEAT` times, and a share of the synthetic queries ingest
 made from each corpus's structure with their chunk. The base model (all-MiniLM-L6-v2) stays frozen; a
-rank-`RANK` correction of every linear layer of its encoder (`rag.adapter`) is trained with in-batch
+rank-8 correction of every linear layer of its encoder (`rag.adapter_training`) is trained with in-batch
 negatives (the other passages of a batch; a passage that is also a positive of the row is masked out).
 Test-part ids are never read: `select_part(..., "tune")`.
 
 `--check` first measures what the recipe does for questions it did not see: the human tuning questions are
 split in two halves by a hash of the id; for each half, an adapter trained on the other half (and the
 synthetic queries) ranks the whole corpus by cosine for the held-out half, against the base model's order.
-The report (`evals/reports/fit_embedding.md`) gives both. The constants below come from such checks.
+The report (`evals/reports/fit_embedding.md`) gives both. The recipe was chosen by a first such check on the
+Kafka docs' tuning questions, against full fine-tuning (`evals/reports/quality_history.md`, 2026-11-27).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,18 +30,22 @@ import numpy as np
 
 from evals.golden import add_set_argument, load_golden, select_part
 from evals.metrics import contains_evidence
-from rag import Assistant, Settings
-from rag.adapter import ADAPTER_FILE, adapter_arrays, chunk_model_texts
-from rag.embedding import resolve_model
-from rag.settings import BASE_MODEL
+from rag import (
+    ADAPTER_BATCH,
+    ADAPTER_FILE,
+    ADAPTER_LEARNING_RATE,
+    ADAPTER_RANK,
+    ADAPTER_TRAIN_TOKENS,
+    AdapterFit,
+    Assistant,
+    Settings,
+    chunk_model_texts,
+    cosine_ranks,
+    train_adapter,
+)
 
-RANK = 8
-LEARNING_RATE = 1e-3
 HUMAN_REPEAT = 3  # human questions are few and worded as users word them; the synthetic ones copy the corpus
 SYNTHETIC_SHARE = 0.5
-BATCH = 32
-TRAIN_TOKENS = 128  # passages are cut to this many tokens while training (4x cheaper than 256); not when encoding
-SCALE = 20.0  # cosine temperature of the in-batch softmax
 SEED = 0
 REPORT = Path(__file__).parent / "reports" / "fit_embedding.md"
 
@@ -98,120 +102,23 @@ def training_pairs(human: Sequence[Pair], synthetic: Sequence[Pair], seed: int =
     return pairs
 
 
-def train(pairs: Sequence[Pair], seed: int = SEED) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], float, dict]:
-    """One pass over `pairs`: the adapter matrices {weight name: (A, B)}, their scale, and training figures."""
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    torch.manual_seed(seed)
-    model = SentenceTransformer(resolve_model(BASE_MODEL), device="cpu")
-    model.max_seq_length = TRAIN_TOKENS
-    for parameter in model.parameters():
-        parameter.requires_grad = False
-    adapted = _add_low_rank(model[0].auto_model.encoder, torch)
-    optimiser = torch.optim.AdamW([p for layer in adapted.values() for p in (layer.a, layer.b)], lr=LEARNING_RATE)
-    model.train()
-    started, losses = time.perf_counter(), []
-    for start in range(0, len(pairs) - BATCH + 1, BATCH):
-        batch = pairs[start : start + BATCH]
-        queries = _embed(model, [p.query for p in batch])
-        passages = _embed(model, [p.passage for p in batch])
-        scores = SCALE * queries @ passages.T
-        also_answers = torch.tensor(
-            [[j != i and batch[j].passage in batch[i].positives for j in range(len(batch))] for i in range(len(batch))]
-        )
-        loss = torch.nn.functional.cross_entropy(scores.masked_fill(also_answers, -1e4), torch.arange(len(batch)))
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
-    matrices = {
-        f"encoder.{name}.weight": (layer.a.detach().numpy(), layer.b.detach().numpy())
-        for name, layer in adapted.items()
-    }
-    figures = {
-        "steps": len(losses),
-        "seconds": time.perf_counter() - started,
-        "last_loss": float(np.mean(losses[-10:])),
-    }
-    return matrices, next(iter(adapted.values())).scale, figures
-
-
-def _embed(model, texts: list[str]):
-    import torch
-
-    features = model.preprocess(texts)
-    return torch.nn.functional.normalize(model(features)["sentence_embedding"], dim=-1)
-
-
-def _add_low_rank(encoder, torch) -> dict:
-    """Wrap every linear layer of `encoder` with a trainable rank-`RANK` correction (B starts at zero, so
-    training starts from the base model exactly)."""
-
-    class LowRank(torch.nn.Module):
-        def __init__(self, base: torch.nn.Linear) -> None:
-            super().__init__()
-            self.base = base
-            self.a = torch.nn.Parameter(torch.randn(RANK, base.in_features) / base.in_features**0.5)
-            self.b = torch.nn.Parameter(torch.zeros(base.out_features, RANK))
-            self.scale = 2.0
-
-        def forward(self, x):
-            return self.base(x) + (x @ self.a.T @ self.b.T) * self.scale
-
-    adapted = {}
-    for parent_name, parent in list(encoder.named_modules()):
-        for child_name, child in list(parent.named_children()):
-            if isinstance(child, torch.nn.Linear):
-                layer = LowRank(child)
-                setattr(parent, child_name, layer)
-                adapted[f"{parent_name}.{child_name}" if parent_name else child_name] = layer
-    return adapted
-
-
-def held_out_ranks(passages: Sequence[str], pairs: Sequence[Pair], model_dir: str) -> np.ndarray:
-    """For each pair, the cosine rank among all `passages` of its best answering passage (1 = first)."""
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(model_dir, device="cpu")
-    encoded = model.encode(list(passages), batch_size=32, normalize_embeddings=True)
-    questions = model.encode([p.query for p in pairs], batch_size=32, normalize_embeddings=True)
-    position = {text: i for i, text in enumerate(passages)}
-    ranks = []
-    for scores, pair in zip(questions @ encoded.T, pairs, strict=True):
-        best = max(scores[position[p]] for p in pair.positives)
-        ranks.append(int((scores > best).sum()) + 1)
-    return np.asarray(ranks)
-
-
 def half(item_id: str) -> int:
     return int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % 2
 
 
-def check(corpora: Sequence[Corpus], cache_dir: Path) -> list[dict]:
+def check(corpora: Sequence[Corpus], work: Path) -> list[dict]:
     """Held-out figures of the recipe: train on one half of the human questions, rank for the other."""
-    from rag.adapter import adapted_model_dir
-
     rows = []
     synthetic = [p for c in corpora for p in c.synthetic]
     for held in (0, 1):
         trained = [p for c in corpora for p in c.human if half(p.item_id) != held]
-        matrices, scale, _ = train(training_pairs(trained, synthetic))
-        adapter = cache_dir / f"check-half-{held}.npz"
-        np.savez(adapter, **adapter_arrays(matrices, scale))
-        adapted = adapted_model_dir(Path(resolve_model(BASE_MODEL)), cache_dir, adapter)
+        adapter = work / f"check-half-{held}.npz"
+        np.savez(adapter, **train_adapter(training_pairs(trained, synthetic), SEED).arrays)
         for corpus in corpora:
             pairs = [p for p in corpus.human if half(p.item_id) == held]
-            if pairs:
-                for label, model_dir in (("base", resolve_model(BASE_MODEL)), ("adapted", str(adapted))):
-                    rows.append(
-                        {
-                            "half": held,
-                            "set": corpus.name,
-                            "model": label,
-                            **_rank_figures(held_out_ranks(corpus.passages, pairs, model_dir)),
-                        }
-                    )
+            for label, used in (("base", None), ("adapted", adapter)) if pairs else ():
+                ranks = cosine_ranks(corpus.passages, pairs, used, work)
+                rows.append({"half": held, "set": corpus.name, "model": label, **_rank_figures(ranks)})
     return rows
 
 
@@ -239,30 +146,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     checked = check(corpora, args.work) if args.check else []
     human = [p for c in corpora for p in c.human]
     synthetic = [p for c in corpora for p in c.synthetic]
-    matrices, scale, figures = train(training_pairs(human, synthetic))
-    np.savez_compressed(args.out, **adapter_arrays(matrices, scale))
-    _report(args.report, corpora, figures, checked)
+    fit = train_adapter(training_pairs(human, synthetic), SEED)
+    np.savez_compressed(args.out, **fit.arrays)
+    _report(args.report, corpora, fit, checked)
     print(
-        f"embedding adapter: {len(human)} human and {len(synthetic)} synthetic pairs, {figures['steps']} steps in "
-        f"{figures['seconds']:.0f} s; wrote {args.out}, {args.report}"
+        f"embedding adapter: {len(human)} human and {len(synthetic)} synthetic pairs, {fit.steps} steps in "
+        f"{fit.seconds:.0f} s; wrote {args.out}, {args.report}"
     )
     return 0
 
 
-def _report(path: Path, corpora: Sequence[Corpus], figures: dict, checked: Sequence[dict]) -> None:
+def _report(path: Path, corpora: Sequence[Corpus], fit: AdapterFit, checked: Sequence[dict]) -> None:
     lines = [
         "# Embedding adapter fit (tuning parts only)",
         "",
-        f"Recipe: rank {RANK} on every linear layer of the encoder, learning rate {LEARNING_RATE}, one pass, batch "
-        f"{BATCH}, passages cut to {TRAIN_TOKENS} tokens, human pairs x{HUMAN_REPEAT}, {SYNTHETIC_SHARE:.0%} of "
-        "the synthetic queries.",
+        f"Recipe: rank {ADAPTER_RANK} on every linear layer of the encoder, learning rate {ADAPTER_LEARNING_RATE}, "
+        f"one pass, batch {ADAPTER_BATCH}, passages cut to {ADAPTER_TRAIN_TOKENS} tokens, human pairs "
+        f"x{HUMAN_REPEAT}, {SYNTHETIC_SHARE:.0%} of the synthetic queries.",
         "",
         "| set | human tuning questions with evidence | synthetic queries |",
         "|---|---|---|",
         *(f"| {c.name} | {len(c.human)} | {len(c.synthetic)} |" for c in corpora),
         "",
-        f"Final fit: {figures['steps']} steps in {figures['seconds']:.0f} s, mean loss of the last ten "
-        f"{figures['last_loss']:.3f}.",
+        f"Final fit: {fit.steps} steps in {fit.seconds:.0f} s, mean loss of the last ten {fit.last_loss:.3f}.",
         "",
     ]
     if checked:

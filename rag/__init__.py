@@ -3,6 +3,12 @@
 The public API, the only names adapters (CLI, web UI, Slack, evals) import:
 """
 
+from rag.adapter import ADAPTER_FILE, chunk_model_texts
+from rag.adapter_training import BATCH as ADAPTER_BATCH
+from rag.adapter_training import LEARNING_RATE as ADAPTER_LEARNING_RATE
+from rag.adapter_training import RANK as ADAPTER_RANK
+from rag.adapter_training import TRAIN_TOKENS as ADAPTER_TRAIN_TOKENS
+from rag.adapter_training import AdapterFit, cosine_ranks, train_adapter
 from rag.chunking import extracted_text
 from rag.errors import (
     ConfigurationError,
@@ -25,9 +31,15 @@ from rag.service import Assistant
 from rag.settings import ANSWERERS, RETRIEVAL_MODES, Settings
 
 __all__ = [
+    "ADAPTER_BATCH",
+    "ADAPTER_FILE",
+    "ADAPTER_LEARNING_RATE",
+    "ADAPTER_RANK",
+    "ADAPTER_TRAIN_TOKENS",
     "RANK_FEATURES",
     "ANSWERERS",
     "RETRIEVAL_MODES",
+    "AdapterFit",
     "Answer",
     "Assistant",
     "Citation",
@@ -50,10 +62,13 @@ __all__ = [
     "Settings",
     "append_feedback",
     "check_writable",
+    "chunk_model_texts",
+    "cosine_ranks",
     "data_hash",
     "export_thumbs_down",
     "extracted_text",
     "feedback_record",
     "model_paths",
     "run_ingest",
+    "train_adapter",
 ]

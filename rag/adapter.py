@@ -12,6 +12,8 @@ model, and the onnx backends export their graph from it.
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
+import io
 import os
 import shutil
 import tempfile
@@ -51,7 +53,13 @@ def adapter_arrays(matrices: Mapping[str, tuple[np.ndarray, np.ndarray]], scale:
     return arrays
 
 
-def adapted_model_dir(base_dir: Path, cache_dir: Path, adapter: Path = ADAPTER_FILE) -> Path:
+def shipped_adapter() -> bytes:
+    """The adapter file's bytes, read as package data: on a Spark cluster the code reaches the executors as a
+    zip, where `ADAPTER_FILE` is no file."""
+    return importlib.resources.files("rag").joinpath(ADAPTER_FILE.name).read_bytes()
+
+
+def adapted_model_dir(base_dir: Path, cache_dir: Path, adapter: Path | None = None) -> Path:
     """The folder of the base model with the adapter merged in, made in `cache_dir` on first use.
 
     Keyed by the adapter's bytes and the base weights' path, size and time (as `rag.onnx_runtime.graph_path`),
@@ -63,7 +71,8 @@ def adapted_model_dir(base_dir: Path, cache_dir: Path, adapter: Path = ADAPTER_F
     base_weights = base_dir / WEIGHTS_FILE
     stat = base_weights.stat()
     base = f"{base_weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()
-    key = hashlib.sha256(adapter.read_bytes() + base).hexdigest()[:16]
+    data = adapter.read_bytes() if adapter else shipped_adapter()
+    key = hashlib.sha256(data + base).hexdigest()[:16]
     target = cache_dir.expanduser() / "models" / f"{ADAPTED_MODEL.rsplit('/', 1)[-1]}-{key}"
     if (target / WEIGHTS_FILE).is_file():
         return target
@@ -71,7 +80,7 @@ def adapted_model_dir(base_dir: Path, cache_dir: Path, adapter: Path = ADAPTER_F
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         shutil.copytree(base_dir, building, dirs_exist_ok=True, ignore=shutil.ignore_patterns(WEIGHTS_FILE))
-        with np.load(adapter) as arrays:
+        with np.load(io.BytesIO(data)) as arrays:
             save_file(merged_weights(load_file(str(base_weights)), dict(arrays)), str(building / WEIGHTS_FILE))
         os.chmod(building, 0o755)  # mkdtemp's 0700 would hide the model from other users of a shared cache
         try:

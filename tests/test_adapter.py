@@ -77,8 +77,8 @@ def test_the_shipped_adapter_corrects_every_linear_layer_of_the_encoder():
 
 
 @pytest.mark.slow
-def test_the_adapted_model_loads_as_a_model_of_its_own(tmp_path):
-    adapted = load_embedder(ADAPTED_MODEL, "torch", cache_dir=tmp_path)
+def test_the_adapted_model_loads_as_a_model_of_its_own():
+    adapted = load_embedder(ADAPTED_MODEL, "torch")
     base = load_embedder(BASE_MODEL, "torch")
     texts = ["consumer group keeps rebalancing", "how do I add partitions to a topic?"]
     a, b = adapted.encode(texts), base.encode(texts)

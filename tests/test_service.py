@@ -446,11 +446,12 @@ def test_concurrent_asks_match_sequential(assistant):
 
 @pytest.mark.slow
 def test_built_with_loads_an_index_with_its_own_model_whatever_the_settings_name(seeds_index):
-    naming_another = Settings(index_dir=seeds_index, model=BASE_MODEL)
+    naming_another = Settings(index_dir=seeds_index, model=BASE_MODEL, embed_backend="torch")
     with pytest.raises(IndexMismatchError):
         Assistant.from_settings(naming_another)
     assistant = Assistant.built_with(naming_another)
     assert assistant.settings.model == DEFAULT_MODEL and assistant.status.model == DEFAULT_MODEL
+    assert assistant.settings.embed_backend == "onnx"  # the backend the index was built with
     assert len(assistant.search("consumer lag", k=1).passages) == 1
 
 
