@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -51,7 +51,8 @@ def train_adapter(pairs: Sequence[TrainingPair], seed: int = 0) -> AdapterFit:
     model.max_seq_length = TRAIN_TOKENS
     for parameter in model.parameters():
         parameter.requires_grad = False
-    adapted = _add_low_rank(model[0].auto_model.encoder, torch)
+    transformer: Any = model[0].auto_model  # the Hugging Face BertModel inside the first module
+    adapted = _add_low_rank(transformer.encoder, torch)
     optimiser = torch.optim.AdamW([p for layer in adapted.values() for p in (layer.a, layer.b)], lr=LEARNING_RATE)
     model.train()
     started, losses = time.perf_counter(), []
