@@ -55,7 +55,6 @@ class Pair:
     query: str
     passage: str  # the text the model sees of the chunk
     positives: frozenset[str]  # every passage that answers the query (masked as negatives)
-    group: str  # golden file name, or "synthetic"
     item_id: str
 
 
@@ -82,9 +81,9 @@ def collect(sets: Sequence[tuple[Path, Path, Path]]) -> list[Corpus]:
             answering = frozenset(seen for _, seen, text in chunks if contains_evidence(text, item.evidence))
             if answering:
                 query = assistant.inspect(item.question, item.history, k=1).query
-                human.append(Pair(query, min(answering), answering, golden.name, item.id))
+                human.append(Pair(query, min(answering), answering, item.id))
         synthetic = [
-            Pair(s.query, model_text[s.chunk_id], frozenset({model_text[s.chunk_id]}), "synthetic", s.chunk_id)
+            Pair(s.query, model_text[s.chunk_id], frozenset({model_text[s.chunk_id]}), s.chunk_id)
             for s in assistant.synthetic_queries()
             if s.chunk_id in model_text
         ]
@@ -96,7 +95,7 @@ def training_pairs(human: Sequence[Pair], synthetic: Sequence[Pair], seed: int =
     rng = random.Random(seed)
     chosen = rng.sample(list(synthetic), int(len(synthetic) * SYNTHETIC_SHARE))
     pairs = [
-        Pair(p.query, rng.choice(sorted(p.positives)), p.positives, p.group, p.item_id) for p in human
+        Pair(p.query, rng.choice(sorted(p.positives)), p.positives, p.item_id) for p in human
     ] * HUMAN_REPEAT + chosen
     rng.shuffle(pairs)
     return pairs
@@ -104,6 +103,29 @@ def training_pairs(human: Sequence[Pair], synthetic: Sequence[Pair], seed: int =
 
 def half(item_id: str) -> int:
     return int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % 2
+
+
+def add_half_indexes_argument(parser: argparse.ArgumentParser) -> None:
+    """`--half-indexes`, for the fits downstream of the adapter (ranker, abstention): the shipped adapter was
+    fitted on every tuning question, so their cosines are in-sample, higher than a new question gets, and a
+    fit on them learns to over-trust the dense score."""
+    parser.add_argument(
+        "--half-indexes",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="INDEX",
+        help="two indexes per --set, in order: built with the adapters fitted without half 0 and half 1 of the "
+        "tuning questions (evals/fit_embedding.py --check); each question's features come from the one that "
+        "did not see it",
+    )
+
+
+def half_index_pairs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[Path, Path]]:
+    """The `--half-indexes` pairs, one per `--set` (none without the flag)."""
+    if args.half_indexes and len(args.half_indexes) != 2 * len(args.set):
+        parser.error("--half-indexes takes two indexes per --set")
+    return list(zip(args.half_indexes[::2], args.half_indexes[1::2], strict=True))
 
 
 def check(corpora: Sequence[Corpus], work: Path) -> list[dict]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -156,15 +157,28 @@ class QueryEncoder:
     arrived with it: padding a shared batch moves the last digits, enough to flip a near tie in ranking
     or unit selection (the same question must get the same answer under load). Concurrent callers queue
     on the lock; a question takes a few milliseconds on one thread.
+
+    The last `remember` texts keep their vectors: a question asked again (a retry, a Slack redelivery,
+    a search and then an answer for the same question) skips the model, which is most of a warm ask.
     """
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, remember: int = 256) -> None:
         self._embedder = embedder
         self._lock = threading.Lock()
+        self._remember = remember
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def encode(self, text: str) -> np.ndarray:
         with self._lock:
-            return self._embedder.encode([text])[0]
+            vector = self._recent.get(text)
+            if vector is None:
+                vector = self._embedder.encode([text])[0]
+                self._recent[text] = vector
+                if len(self._recent) > self._remember:
+                    self._recent.popitem(last=False)
+            else:
+                self._recent.move_to_end(text)
+            return vector.copy()
 
 
 _CACHE: dict[tuple[str, str, int | None], Embedder] = {}

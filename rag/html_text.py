@@ -99,7 +99,9 @@ def _placeholder(match: re.Match[str]) -> str:
 
 def _strip_chrome(node: Tag) -> None:
     for child in list(node.children):
-        if not isinstance(child, Tag) or child.decomposed:
+        # A sibling decomposed below has left `node`. (Not `child.decomposed`: bs4 reads it through a
+        # getattr that, on a tag never decomposed, searches the whole subtree for a `<_decomposed>` tag.)
+        if not isinstance(child, Tag) or child.parent is not node:
             continue
         if "topic-title" in child.get_attribute_list("class"):  # Sphinx "Table of Contents" and its list
             following = child.find_next_sibling()

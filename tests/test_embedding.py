@@ -11,6 +11,7 @@ import pytest
 
 from rag.embedding import (
     ModelIdentity,
+    QueryEncoder,
     SentenceTransformerEmbedder,
     load_embedder,
     model_identity,
@@ -86,6 +87,36 @@ def test_vectors_are_l2_normalised_float32(embedder):
     assert vectors.flags["C_CONTIGUOUS"]
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert embedder.encode([]).shape == (0, 384)
+
+
+class _CountingEmbedder:
+    """The real model, counting the texts it is asked to encode."""
+
+    def __init__(self, embedder):
+        self.embedder, self.texts = embedder, []
+
+    def encode(self, texts, batch_size=64):
+        self.texts.extend(texts)
+        return self.embedder.encode(texts, batch_size)
+
+
+@pytest.mark.slow
+def test_a_question_asked_again_reuses_its_vector_and_the_oldest_is_forgotten(embedder):
+    counting = _CountingEmbedder(embedder)
+    queries = QueryEncoder(counting, remember=2)
+    first = queries.encode("why does my consumer rebalance?")
+    first[:] = 0  # a caller's change to its copy does not reach the remembered vector
+    again = queries.encode("why does my consumer rebalance?")
+    assert counting.texts == ["why does my consumer rebalance?"]
+    assert np.array_equal(again, embedder.encode(["why does my consumer rebalance?"])[0])
+    queries.encode("what is acks?")
+    queries.encode("why does my consumer rebalance?")  # used again: now the newest
+    queries.encode("what is linger.ms?")  # forgets "what is acks?", the least recently used
+    queries.encode("why does my consumer rebalance?")
+    queries.encode("what is acks?")
+    assert counting.texts == [
+        "why does my consumer rebalance?", "what is acks?", "what is linger.ms?", "what is acks?"
+    ]  # fmt: skip
 
 
 @pytest.mark.slow
