@@ -25,6 +25,7 @@ from tests.conftest import KAFKA_RAG, SEEDS, default_ingest_config, run_kafka_ra
 pytestmark = pytest.mark.slow
 
 SMALL = ("000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40f4a68e.txt")
+LONG = "002_5d9f9cd9ceb365b0.txt"
 QUESTION = "what does error code 121 mean"
 
 
@@ -77,9 +78,12 @@ def small(small_built, tmp_path):
 
 @pytest.fixture()
 def big_corpus(tmp_path):
-    """All seeds plus a changed file: a build that embeds for tens of seconds, long enough to interrupt."""
+    """The small corpus with one file changed and a long one added: over the small index, a build that embeds
+    for ten seconds and more, long enough to interrupt or to meet another ingest."""
     corpus = tmp_path / "big"
-    shutil.copytree(SEEDS, corpus)
+    corpus.mkdir()
+    for name in (*SMALL, LONG):
+        shutil.copy(SEEDS / name, corpus / name)
     with (corpus / SMALL[0]).open("a", encoding="utf-8") as handle:
         handle.write("\nA new paragraph about rebalance storms after a broker restart.\n")
     return corpus
@@ -103,15 +107,15 @@ def test_a_second_ingest_exits_3_naming_the_running_one_and_the_first_publishes(
         assert first.wait(240) == 0, first.stderr
     finally:
         _stop(first)
-    assert read_manifest(index_dir)["counts"]["documents"] == 5  # the running build's sources won
+    assert read_manifest(index_dir)["counts"]["documents"] == 4  # the running build's sources won
 
 
-def test_wait_blocks_until_the_running_ingest_is_done_then_builds(small, tmp_path):
+def test_wait_blocks_until_the_running_ingest_is_done_then_builds(small, big_corpus, tmp_path):
     corpus, index_dir = small
     changed = tmp_path / "changed"
     shutil.copytree(corpus, changed)
     (changed / SMALL[2]).unlink()
-    first = _start("ingest", str(SEEDS), "--index", str(index_dir), "--no-spark", "--json")
+    first = _start("ingest", str(big_corpus), "--index", str(index_dir), "--no-spark", "--json")
     try:
         _wait_for(lambda: is_locked(index_dir), what="the first ingest to take the lock")
         second = run_kafka_rag(

@@ -151,20 +151,16 @@ JVM_CHATTER = re.compile(
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("verbose", [False, True], ids=["default", "verbose"])
-def test_spark_chatter_is_hidden_unless_verbose(tmp_path, verbose):
+def test_spark_chatter_is_shown_with_verbose(tmp_path):
+    """Hidden by default: checked on the standalone cluster's ingest below and on `make run`'s (progress shown)."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     shutil.copy(SEEDS / "000_0424dccc37dbf1fb.txt", corpus)
-    flags = ["--verbose"] if verbose else []
-    result = run_kafka_rag("ingest", str(corpus), "--index", str(tmp_path / "index"), "--master", "local[1]", *flags)
+    result = run_kafka_rag(
+        "ingest", str(corpus), "--index", str(tmp_path / "index"), "--master", "local[1]", "--verbose"
+    )
     assert result.returncode == 0, result.stderr
-    if verbose:
-        assert JVM_CHATTER.search(result.stderr), result.stderr
-    else:
-        assert JVM_CHATTER.findall(result.stdout + result.stderr) == [], result.stderr
-        assert [line for line in result.stderr.splitlines() if not line.startswith("[ingest] ")] == []
-        assert len(result.stdout.splitlines()) == 1 and result.stdout.startswith("Index ")
+    assert JVM_CHATTER.search(result.stderr), result.stderr
     assert "[ingest] embedding: " in result.stderr
 
 
@@ -274,6 +270,7 @@ def test_ingest_on_a_standalone_cluster_equals_the_local_index(standalone_cluste
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert (report["engine"], report["master"], report["documents"]) == ("spark", standalone_cluster, 3)
+    assert result.stderr == ""  # without --verbose, none of Spark's and the JVM's chatter (nor progress, with --json)
     manifest = read_manifest(index_dir)
     assert manifest["spark_master"] == standalone_cluster and manifest["engine"] == "spark"
 

@@ -151,10 +151,13 @@ def test_a_checked_llm_answer_that_differs_from_its_tokens_is_sent_after_them() 
     assert openai_api.closing_text("Partial LLM tok\n\nChecked [1].", answer) == ""  # the fallback was streamed
 
 
-def test_serve_offers_both_flags() -> None:
-    from tests.conftest import run_kafka_rag
+def test_serve_offers_both_flags(capsys) -> None:
+    from rag.cli import main
 
-    help_text = run_kafka_rag("serve", "--help").stdout
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--help"])  # in this process: the command's parser is the installed one's
+    assert exited.value.code == 0
+    help_text = capsys.readouterr().out
     assert "--openai-api" in help_text and "--mcp" in help_text
 
 

@@ -99,9 +99,13 @@ def test_make_run_ingests_the_seeds_and_serves_the_chat(tmp_path: Path) -> None:
         assert not answer["abstained"], answer
         assert "000_0424dccc37dbf1fb.txt" in {c["source_path"] for c in answer["citations"]}, answer
         assert (tree / "index" / "CURRENT").exists()
-        ingest_output = log_path.read_text(encoding="utf-8", errors="replace").split("kafka-rag serve", 1)[0]
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+        ingest_output = log.split("kafka-rag ingest seeds --index index\n", 1)[1].split(".venv/bin/kafka-rag serve")[0]
         assert "[ingest] publish: version " in ingest_output
         assert JVM_CHATTER.findall(ingest_output) == [], ingest_output  # Spark's and the JVM's chatter stays hidden
+        # the ingest's own progress on stderr, one summary line on stdout, and nothing else
+        others = [line for line in ingest_output.splitlines() if not line.startswith("[ingest] ")]
+        assert len(others) == 1 and others[0].startswith("Index "), ingest_output
     finally:
         stop_process_group(process)
     assert process.returncode is not None
