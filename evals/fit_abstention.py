@@ -26,7 +26,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
-from evals.fit_embedding import half
+from evals.fit_embedding import add_half_indexes_argument, half, half_index_pairs
 from evals.golden import add_set_argument, load_golden, select_part
 from rag import Assistant, LinearModel, Settings, data_hash, model_paths
 
@@ -43,9 +43,8 @@ def collect(
 ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...]]:
     """One feature row per tuning question. With `half_indexes` (two per set, built with the adapters that
     `evals/fit_embedding.py --check` fits without each half of the questions), a question's row comes from the
-    index whose embedding adapter never saw it: the shipped adapter was fitted on every tuning question, so
-    their cosines are in-sample, higher than a new question gets, and a fit on them learns to over-trust the
-    dense score (over-abstention on new questions)."""
+    index whose embedding adapter never saw it (`add_half_indexes_argument`): in-sample cosines teach the fit
+    to over-trust the dense score, which shows as over-abstention on new questions."""
     rows, labels, ids = [], [], []
     names: tuple[str, ...] = ()
     for number, (golden, corpus, index) in enumerate(sets):
@@ -121,21 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_set_argument(parser)
     parser.add_argument("--out", type=Path, default=model_paths()["abstention"], help="model file to write")
     parser.add_argument("--report", type=Path, default=REPORT)
-    parser.add_argument(
-        "--half-indexes",
-        nargs="+",
-        type=Path,
-        default=[],
-        metavar="INDEX",
-        help="two indexes per --set, in order: built with the adapters fitted without half 0 and half 1 of the "
-        "tuning questions (evals/fit_embedding.py --check); each question's features come from the one that "
-        "did not see it",
-    )
+    add_half_indexes_argument(parser)
     args = parser.parse_args(argv)
-    if args.half_indexes and len(args.half_indexes) != 2 * len(args.set):
-        parser.error("--half-indexes takes two indexes per --set")
-    halves = list(zip(args.half_indexes[::2], args.half_indexes[1::2], strict=True))
-    x, y, ids, names = collect([tuple(s) for s in args.set], halves)
+    x, y, ids, names = collect([tuple(s) for s in args.set], half_index_pairs(parser, args))
     table = {}
     for c in REGULARISATION:
         scores = cross_validated_scores(x, y, c)
@@ -160,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "threshold_budget": budget,
         "procedure_cv": {"abstention_recall": procedure[budget][0], "over_abstention": procedure[budget][1]},
         "sets": [str(s[0]) for s in args.set],
-        "features_from_held_out_adapters": bool(halves),
+        "features_from_held_out_adapters": bool(args.half_indexes),
     }
     model = dataclasses.replace(model, threshold=threshold, training=training)
     args.out.write_text(model.to_json(), encoding="utf-8")
@@ -173,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (
             " Each question's features come from an index whose embedding adapter was fitted without it "
             "(`--half-indexes`)."
-            if halves
+            if args.half_indexes
             else ""
         ),
         "",

@@ -1,7 +1,8 @@
 """Fit the second-stage ranker (`rag/ranker.json`) on the tuning parts of the golden files.
 
     python -m evals.fit_ranker --set evals/golden.jsonl seeds index \\
-        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index
+        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index \\
+        [--half-indexes SEEDS_H0 SEEDS_H1 DOCS_H0 DOCS_H1]
 
 For every tuning-part question, the assistant's candidates (with their features) are graded against
 the item's evidence (2 evidence, 1 same source document, 0 other); synthetic queries that the ingest
@@ -14,6 +15,9 @@ cross-validated hit@1 (then MRR) beats the model already at `--out` on the same 
 `--force`): a model scored on the questions it was fitted on looks better than it is, and a refit that
 looked better end to end on the tuning parts did worse on the test parts (README, thirteenth session). The
 shipped model's figure is itself in-sample for the questions it was fitted on, so the check is conservative.
+With `--half-indexes`, each human question's candidates come from an index built with the embedding adapter
+that `evals/fit_embedding.py --check` fitted without that question, so its dense features are what a new
+question gets from the shipped adapter.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
+from evals.fit_embedding import add_half_indexes_argument, half, half_index_pairs
 from evals.golden import add_set_argument, load_golden, select_part
 from evals.metrics import grade
 from rag import RANK_FEATURES, Assistant, ConfigurationError, LinearModel, Settings, data_hash, model_paths
@@ -54,17 +59,25 @@ class Query:
 
 
 def collect(
-    sets: Sequence[tuple[Path, Path, Path]], seed: int = 7, **settings: Any
+    sets: Sequence[tuple[Path, Path, Path]],
+    seed: int = 7,
+    half_indexes: Sequence[tuple[Path, Path]] = (),
+    **settings: Any,
 ) -> tuple[list[Query], tuple[str, ...]]:
     """Graded candidate lists for the tuning questions and a sample of synthetic queries of each index;
-    `settings` override the assistant's (the first stage's fusion constants, `evals.tune_fusion`)."""
+    `settings` override the assistant's (the first stage's fusion constants, `evals.tune_fusion`). With
+    `half_indexes` (two per set), a question's candidates come from the index whose embedding adapter never
+    saw it (`evals.fit_embedding.add_half_indexes_argument`); the synthetic queries from the set's index."""
     queries: list[Query] = []
     names: tuple[str, ...] = ()
-    for golden, corpus, index in sets:
+    for number, (golden, corpus, index) in enumerate(sets):
         assistant = Assistant.from_settings(Settings.from_env(index_dir=index, **settings))
+        halves = half_indexes[number] if half_indexes else ()
+        held_out = [Assistant.built_with(Settings.from_env(index_dir=path, **settings)) for path in halves]
         items = [i for i in select_part(load_golden(golden, corpus), "tune") if i.answerable]
         for item in items:
-            inspection = assistant.inspect(item.question, item.history, k=CANDIDATES)
+            asked = held_out[half(item.id)] if held_out else assistant
+            inspection = asked.inspect(item.question, item.history, k=CANDIDATES)
             names = inspection.rank_features
             grades = [grade(p.text, p.source_path, item.evidence, item.sources) for p, _ in inspection.candidates]
             queries.append(_query(golden.name, item.id, inspection, grades, human=True))
@@ -159,8 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=model_paths()["ranker"], help="model file to write")
     parser.add_argument("--report", type=Path, default=REPORT)
     parser.add_argument("--force", action="store_true", help="write the new model even if it is not better")
+    add_half_indexes_argument(parser)
     args = parser.parse_args(argv)
-    queries, names = collect([tuple(s) for s in args.set])
+    queries, names = collect([tuple(s) for s in args.set], half_indexes=half_index_pairs(parser, args))
     human = [q for q in queries if q.human]
     settings = [(c, w) for c in REGULARISATION for w in SYNTHETIC_WEIGHTS]
     table = {setting: cross_validate(queries, names, setting) for setting in settings}
@@ -186,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cv": table[best],
         "first_stage": first_stage,
         "sets": [str(s[0]) for s in args.set],
+        "features_from_held_out_adapters": bool(args.half_indexes),
     }
     model = dataclasses.replace(model, training=training)
     args.out.write_text(model.to_json(), encoding="utf-8")
@@ -228,7 +243,13 @@ def _report(path: Path, names, model: LinearModel, table, best, first_stage, shi
     lines = [
         "# Ranker fit (tuning parts only)",
         "",
-        f"Human tuning questions: {len(human)}; with their evidence among the candidates: {first_stage['queries']}.",
+        f"Human tuning questions: {len(human)}; with their evidence among the candidates: {first_stage['queries']}."
+        + (
+            " Each question's candidates come from an index whose embedding adapter was fitted without it "
+            "(`--half-indexes`); the shipped model is scored on the same candidates."
+            if model.training.get("features_from_held_out_adapters")
+            else ""
+        ),
         "",
         "| C | synthetic weight | cross-validated hit@1 | mrr@10 |",
         "|---|---|---|---|",

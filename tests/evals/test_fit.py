@@ -93,11 +93,22 @@ def test_abstention_fit_reads_only_tuning_questions(seeds_index, golden, inspect
     assert y.tolist() == [1 if i.answerable else 0 for i in tune]
 
 
-def test_abstention_features_of_each_question_come_from_the_index_whose_adapter_did_not_see_it(
-    seeds_index, golden, monkeypatch, tmp_path
+def _held_out_ids(fit: str, halves: tuple[Path, Path], seeds_index: Path, monkeypatch) -> list[str]:
+    """The tuning ids whose features the abstention or the ranker fit reads, with `halves` as its half indexes."""
+    if fit == "abstention":
+        return fit_abstention.collect([(GOLDEN, SEEDS, seeds_index)], [halves])[2]
+    monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 3)
+    queries, _ = fit_ranker.collect([(GOLDEN, SEEDS, seeds_index)], half_indexes=[halves])
+    return [q.id for q in queries if q.human]
+
+
+@pytest.mark.parametrize("fit", ["abstention", "ranker"])
+def test_features_of_each_question_come_from_the_index_whose_adapter_did_not_see_it(
+    fit, seeds_index, golden, monkeypatch, tmp_path
 ):
+    (tmp_path / "half-0").symlink_to(seeds_index, target_is_directory=True)
     (tmp_path / "half-1").symlink_to(seeds_index, target_is_directory=True)
-    halves = (seeds_index, tmp_path / "half-1")
+    halves = (tmp_path / "half-0", tmp_path / "half-1")
     served: dict[tuple, Path] = {}
     real = Assistant.inspect
 
@@ -106,12 +117,16 @@ def test_abstention_features_of_each_question_come_from_the_index_whose_adapter_
         return real(self, question, history, k=k)
 
     monkeypatch.setattr(Assistant, "inspect", spy)
-    _, _, ids, _ = fit_abstention.collect([(GOLDEN, SEEDS, seeds_index)], [halves])
-    tune = {i.id: i for i in select_part(golden, "tune")}
+    ids = _held_out_ids(fit, halves, seeds_index, monkeypatch)
+    tune = {i.id: i for i in select_part(golden, "tune") if fit == "abstention" or i.answerable}
     assert ids == list(tune)
     index_of = {i: Path(served[_key(tune[i].question, tune[i].history)]) for i in ids}
     assert set(index_of.values()) == set(halves)  # both halves are used
     assert index_of == {i: halves[fit_embedding.half(i)] for i in ids}
+    if fit == "ranker":  # the synthetic queries come from the set's own index
+        assert {Path(served[key]) for key in served.keys() - {_key(t.question, t.history) for t in tune.values()}} == {
+            seeds_index
+        }
 
 
 def test_ranker_fit_reads_only_tuning_questions_and_synthetic_queries(seeds_index, golden, inspected, monkeypatch):
