@@ -76,8 +76,9 @@ def launched(assistant: Any, settings: Settings, *, mcp: bool = False, openai_ap
 
 
 @pytest.fixture(scope="session")
-def hostile_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The seeds plus HOSTILE_NAME, ingested like the shared seeds index (real model, real FAISS)."""
+def hostile_index(seeds_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seeds plus HOSTILE_NAME (real model, real FAISS): a copy of the shared seeds index, ingested again
+    with the new file, as a user adds one; the seeds' vectors are reused, so only that file is embedded."""
     from rag.ingest import run_ingest
 
     corpus = tmp_path_factory.mktemp("hostile-corpus")
@@ -85,7 +86,9 @@ def hostile_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(seed, corpus / seed.name)
     (corpus / HOSTILE_NAME).write_text(HOSTILE_DOCUMENT, encoding="utf-8")
     index = tmp_path_factory.mktemp("hostile-index") / "index"
-    run_ingest([corpus], index, default_ingest_config())
+    shutil.copytree(seeds_index, index)
+    report = run_ingest([corpus], index, default_ingest_config())
+    assert report.documents == 6 and report.reused > 0, report
     return index
 
 
