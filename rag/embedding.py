@@ -159,7 +159,7 @@ class QueryEncoder:
     on the lock; a question takes a few milliseconds on one thread.
 
     The last `remember` texts keep their vectors: a question asked again (a retry, a Slack redelivery,
-    a search and then an answer for the same question) skips the model, which is most of a warm ask.
+    a search and then an answer for the same question) skips the model, about half of a warm ask.
     """
 
     def __init__(self, embedder: Embedder, remember: int = 256) -> None:

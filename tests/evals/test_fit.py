@@ -12,6 +12,7 @@ import pytest
 import evals.fit_abstention as fit_abstention
 import evals.fit_embedding as fit_embedding
 import evals.fit_ranker as fit_ranker
+import evals.held_out_tuning as held_out_tuning
 import evals.tune_answers as tune_answers
 import evals.tune_chunking as tune_chunking
 import evals.tune_fusion as tune_fusion
@@ -312,3 +313,30 @@ def test_answer_tuning_with_only_searches_those_settings_on_tuning_questions(
     ]
     assert rows == ["answer_max_chars", "answer_max_chars"]
     assert "Chosen: {'answer_max_chars':" in report.read_text(encoding="utf-8")
+
+
+def test_held_out_tuning_asks_each_tuning_question_of_the_half_index_that_did_not_see_it(
+    seeds_index, golden, monkeypatch, tmp_path
+):
+    (tmp_path / "half-0").symlink_to(seeds_index, target_is_directory=True)
+    (tmp_path / "half-1").symlink_to(seeds_index, target_is_directory=True)
+    halves = (tmp_path / "half-0", tmp_path / "half-1")
+    asked: list[tuple[tuple, Path]] = []
+    real = Assistant.ask
+
+    def spy(self, question, history=(), **kwargs):
+        asked.append((_key(question, history), Path(self.settings.index_dir)))
+        return real(self, question, history, **kwargs)
+
+    monkeypatch.setattr(Assistant, "ask", spy)
+    report = tmp_path / "held_out_tuning.md"
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--half-indexes", *map(str, halves)]
+    assert held_out_tuning.main([*argv, "--report", str(report)]) == 0
+    tune = select_part(golden, "tune")
+    served = [(key, index) for key, index in asked if index == seeds_index]
+    held = [(key, index) for key, index in asked if index != seeds_index]
+    assert [key for key, _ in served] == [_key(i.question, i.history) for i in tune]  # no test-part question
+    assert sorted(held) == sorted((_key(i.question, i.history), halves[fit_embedding.half(i.id)]) for i in tune)
+    rows = [line for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| golden.jsonl")]
+    assert len(rows) == 2 and "in-sample" in rows[0] and "held out" in rows[1]
+    assert rows[0].split("|")[3:] == rows[1].split("|")[3:]  # the same index behind both: the same figures
