@@ -23,20 +23,12 @@ from pathlib import Path
 from evals.fit_embedding import add_half_indexes_argument, half, half_index_pairs
 from evals.golden import add_set_argument, load_golden, select_part
 from evals.metrics import QuestionScore, summarise
+from evals.report import GROUP_METRICS, fmt
 from evals.runner import evaluate, score
 from rag import Assistant, Settings
 
 REPORT = Path("evals/reports/held_out_tuning.md")
-COLUMNS = (
-    "hit@1",
-    "hit@5",
-    "mrr@10",
-    "key_fact_recall",
-    "answerable_accuracy",
-    "abstention_recall",
-    "over_abstention",
-    "answer_chars_p50",
-)
+COLUMNS = ("hit@1", *GROUP_METRICS, "answer_chars_p50")
 
 
 def tuning_scores(golden: Path, corpus: Path, indexes: Sequence[Path]) -> list[QuestionScore]:
@@ -65,17 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for label, indexes in (("served index (in-sample)", [index]), ("held out", list(halves))):
             metrics = summarise(tuning_scores(golden, corpus, indexes))
             rows.append((golden.name, label, metrics))
-            figures = ", ".join(f"{name} {_fmt(metrics[name])}" for name in COLUMNS)
+            figures = ", ".join(f"{name} {fmt(metrics[name], name)}" for name in COLUMNS)
             print(f"{golden.name}, {label}: {metrics['questions']} questions; {figures}")
     _report(args.report, rows)
     print(f"wrote {args.report}")
     return 0
-
-
-def _fmt(value: float | int | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.3f}" if isinstance(value, float) and value < 10 else f"{value:g}"
 
 
 def _report(path: Path, rows: Sequence[tuple[str, str, dict]]) -> None:
@@ -89,7 +75,7 @@ def _report(path: Path, rows: Sequence[tuple[str, str, dict]]) -> None:
         f"| golden file | index | questions | {' | '.join(COLUMNS)} |",
         f"|---|---|---|{'---|' * len(COLUMNS)}",
         *(
-            f"| {name} | {label} | {metrics['questions']} | {' | '.join(_fmt(metrics[c]) for c in COLUMNS)} |"
+            f"| {name} | {label} | {metrics['questions']} | {' | '.join(fmt(metrics[c], c) for c in COLUMNS)} |"
             for name, label, metrics in rows
         ),
         "",
