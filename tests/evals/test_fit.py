@@ -178,7 +178,17 @@ def test_abstention_fit_writes_a_model_the_service_loads(seeds_index, golden, in
     assert "tuning parts only" in report.read_text(encoding="utf-8")
 
 
-def test_ranker_fit_writes_a_model_the_service_loads(seeds_index, golden, inspected, tmp_path, monkeypatch):
+@pytest.fixture()
+def small_ranker_grid(monkeypatch):
+    """Two settings of the ranker's grid instead of nine: these tests check what the fits read and write."""
+    for module in (fit_ranker, tune_fusion):
+        monkeypatch.setattr(module, "REGULARISATION", (0.1, 1.0))
+        monkeypatch.setattr(module, "SYNTHETIC_WEIGHTS", (0.1,))
+
+
+def test_ranker_fit_writes_a_model_the_service_loads(
+    seeds_index, golden, inspected, tmp_path, monkeypatch, small_ranker_grid
+):
     monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 15)
     out, report = tmp_path / "ranker.json", tmp_path / "fit_ranker.md"
     argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--out", str(out), "--report", str(report)]
@@ -202,7 +212,7 @@ def test_a_refit_replaces_the_shipped_ranker_only_when_its_cross_validated_figur
 
 @pytest.mark.parametrize("force", [False, True])
 def test_a_ranker_fit_that_is_not_better_writes_nothing_unless_forced(
-    seeds_index, golden, inspected, tmp_path, monkeypatch, force
+    seeds_index, golden, inspected, tmp_path, monkeypatch, small_ranker_grid, force
 ):
     monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 15)
     monkeypatch.setattr(fit_ranker, "adopted", lambda candidate, shipped: False)
@@ -218,7 +228,7 @@ def test_a_ranker_fit_that_is_not_better_writes_nothing_unless_forced(
 
 
 def test_fusion_tuning_judges_each_setting_by_the_ranker_on_tuning_questions(
-    seeds_index, golden, inspected, tmp_path, monkeypatch
+    seeds_index, golden, inspected, tmp_path, monkeypatch, small_ranker_grid
 ):
     monkeypatch.setattr(fit_ranker, "SYNTHETIC_PER_INDEX", 5)
     monkeypatch.setattr(tune_fusion, "GRID", {"identifier_weight": (2.0, 8.0), "rrf_k": (20,)})
