@@ -125,9 +125,8 @@ def test_features_of_each_question_come_from_the_index_whose_adapter_did_not_see
     assert set(index_of.values()) == set(halves)  # both halves are used
     assert index_of == {i: halves[fit_embedding.half(i)] for i in ids}
     if fit == "ranker":  # the synthetic queries come from the set's own index
-        assert {Path(served[key]) for key in served.keys() - {_key(t.question, t.history) for t in tune.values()}} == {
-            seeds_index
-        }
+        tune_keys = {_key(t.question, t.history) for t in tune.values()}
+        assert {Path(index) for key, index in served.items() if key not in tune_keys} == {seeds_index}
 
 
 def test_ranker_fit_reads_only_tuning_questions_and_synthetic_queries(seeds_index, golden, inspected, monkeypatch):
