@@ -22,7 +22,7 @@ from rag.settings import RETRIEVAL_MODES, Settings
 
 SAMPLE_QUESTION = "What does error code 121 INVALID_RECORD_STATE mean?"
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_ADAPTERS = {"serve": "ui.web", "slack": "ui.slack_app", "eval": "evals.runner"}
+_ADAPTERS = {"serve": "ui.web_command", "slack": "ui.slack_app", "eval": "evals.runner"}
 _ADAPTER_HELP = {
     "serve": "start the chat web UI (Gradio) on the published index",
     "slack": "run the Slack bot (Socket Mode, or HTTP events with --http)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,6 +34,23 @@ def test_missing_source_exits_2_with_one_line(tmp_path):
         f"kafka-rag: Source path {tmp_path / 'no-such-docs'} does not exist: pass a folder or file of documents"
     ]
     assert not (tmp_path / "index").exists()
+
+
+def test_serve_help_and_a_bad_flag_answer_without_loading_the_web_ui():
+    """Gradio's imports take seconds: `serve --help` and a mistyped flag must not wait for them."""
+    probe = (
+        "import sys\n"
+        "from rag.cli import main\n"
+        "for argv in (['serve', '--help'], ['serve', '--no-such-flag']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as exc:\n"
+        "        print('exit', exc.code)\n"
+        "print('loaded' if 'gradio' in sys.modules or 'ui.web' in sys.modules else 'not loaded')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.stdout.splitlines()[-3:] == ["exit 0", "exit 2", "not loaded"], result.stdout + result.stderr
+    assert "--openai-api" in result.stdout and "unrecognized arguments: --no-such-flag" in result.stderr
 
 
 def test_ask_without_an_index_says_to_run_ingest(tmp_path):

@@ -9,11 +9,9 @@ is `/ask` (question + history → `Answer.to_dict()`); the chat and feedback eve
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -356,22 +354,3 @@ def serve(settings: Settings, *, mcp: bool = False, openai_api: bool = False) ->
     if openai_api:
         print(f"* OpenAI-compatible API: http://{settings.ui_host}:{settings.ui_port}/v1 (model 'kafka-rag')")
     app.launch(**options, **interface_options(assistant, settings, mcp=mcp, openai_api=openai_api))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--index", type=Path, default=None, help="index directory (default: KAFKA_RAG_INDEX_DIR or index/)"
-    )
-    parser.add_argument("--host", default=None, help="address to bind (default: KAFKA_RAG_UI_HOST or 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=None, help="port (default: KAFKA_RAG_UI_PORT or 7860)")
-    parser.add_argument("--mcp", action="store_true", help="serve MCP tools at /gradio_api/mcp/ (streamable HTTP)")
-    parser.add_argument(
-        "--openai-api", action="store_true", help="serve an OpenAI-compatible chat API at /v1/chat/completions"
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    """`kafka-rag serve`; set-up errors propagate to the CLI, which prints one line and exits 2."""
-    settings = Settings.from_env(index_dir=args.index, ui_host=args.host, ui_port=args.port)
-    serve(settings, mcp=args.mcp, openai_api=args.openai_api)
-    return 0
