@@ -59,14 +59,14 @@ def main() -> None:
                 f"{stage:<14}{percentile(values, 0.5):>10.2f}{percentile(values, 0.95):>10.2f}"
                 f"{statistics.fmean(values):>10.2f}"
             )
-    totals = rounds[0][0]
-    p50, p95 = percentile(totals, 0.5), percentile(totals, 0.95)
+    first_asks = rounds[0][0]
+    p50, p95 = percentile(first_asks, 0.5), percentile(first_asks, 0.95)
     print(
         f"\nfirst asks: total p50 {p50:.1f} ms (target <= 30: {'met' if p50 <= 30 else 'NOT met'}), "
         f"p95 {p95:.1f} ms (target <= 60: {'met' if p95 <= 60 else 'NOT met'})"
     )
     if len(rounds) > 1:
-        again = [ms for totals, _ in rounds[1:] for ms in totals]
+        again = [ms for round_totals, _ in rounds[1:] for ms in round_totals]
         print(f"asked again: total p50 {percentile(again, 0.5):.1f} ms, p95 {percentile(again, 0.95):.1f} ms")
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evals.fit_embedding import add_half_indexes_argument, half, half_index_pairs
-from evals.golden import add_set_argument, load_golden, select_part
+from evals.golden import GoldenItem, add_set_argument, load_golden, select_part
 from evals.metrics import QuestionScore, summarise
 from evals.report import GROUP_METRICS, fmt
 from evals.runner import evaluate, score
@@ -31,10 +31,9 @@ REPORT = Path("evals/reports/held_out_tuning.md")
 COLUMNS = ("hit@1", *GROUP_METRICS, "answer_chars_p50")
 
 
-def tuning_scores(golden: Path, corpus: Path, indexes: Sequence[Path]) -> list[QuestionScore]:
-    """The tuning questions of `golden`, scored: with one index, all asked of it; with two, each asked of
-    `indexes[half(id)]`, the index built with the adapter fitted without that half."""
-    items = select_part(load_golden(golden, corpus), "tune")
+def tuning_scores(items: Sequence[GoldenItem], indexes: Sequence[Path]) -> list[QuestionScore]:
+    """The tuning `items`, scored: with one index, all asked of it; with two, each asked of `indexes[half(id)]`,
+    the index built with the adapter fitted without that half."""
     scores = []
     for number, index in enumerate(indexes):
         assistant = Assistant.built_with(Settings.from_env(index_dir=index))
@@ -54,8 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--half-indexes is required: two indexes per --set")
     rows = []
     for (golden, corpus, index), halves in zip(args.set, half_index_pairs(parser, args), strict=True):
+        items = select_part(load_golden(golden, corpus), "tune")  # read once: the evidence check parses sources
         for label, indexes in (("served index (in-sample)", [index]), ("held out", list(halves))):
-            metrics = summarise(tuning_scores(golden, corpus, indexes))
+            metrics = summarise(tuning_scores(items, indexes))
             rows.append((golden.name, label, metrics))
             figures = ", ".join(f"{name} {fmt(metrics[name], name)}" for name in COLUMNS)
             print(f"{golden.name}, {label}: {metrics['questions']} questions; {figures}")
