@@ -1,16 +1,18 @@
 """Fit the abstention decision (`rag/abstention.json`) on the tuning parts of the golden files.
 
     python -m evals.fit_abstention --set evals/golden.jsonl seeds index \\
-        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index
+        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index \\
+        [--half-indexes SEEDS_H0 SEEDS_H1 DOCS_H0 DOCS_H1]
 
 Every tuning-part question, answerable or not, gives one row of retrieval features (the assistant's
 `inspect`, with the shipped ranker: fit the ranker first). A logistic regression predicts
 "answerable"; its regularisation is chosen by stratified cross-validation (the most unanswerable
 questions declined while over-abstention stays at or under `MAX_OVER_ABSTENTION` on held-out scores),
-and the final model's threshold declines at most a budget of answerable questions on its own scores:
-the budget whose whole procedure (fit, then threshold on own scores), cross-validated, has the best
-held-out balanced accuracy among those whose held-out over-abstention stays within 0.03 (in-sample scores
-flatter a model, so the held-out figures are the ones reported).
+and the final model's threshold declines at most a budget of answerable questions on its own scores.
+The budget is chosen on the whole procedure (fit, then threshold on own scores), cross-validated over
+`REPEATS` shuffles: the best held-out balanced accuracy among the budgets whose held-out over-abstention
+stays within `MAX_OVER_ABSTENTION` in every golden file, not only pooled (in-sample scores flatter a model,
+so the held-out figures are the ones reported).
 Test-part ids are never read. Writes the model file and `evals/reports/fit_abstention.md`.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,22 +33,26 @@ from evals.fit_embedding import add_half_indexes_argument, half, half_index_pair
 from evals.golden import add_set_argument, load_golden, select_part
 from rag import Assistant, LinearModel, Settings, data_hash, model_paths
 
-MAX_OVER_ABSTENTION = 0.02  # below the 0.03 target: the test part's questions are new to the fit
-TARGET_OVER_ABSTENTION = 0.03  # issue 17's calibration target, held to on the cross-validated procedure
+# Below issue 17's 0.03 target: held-out over-abstention on the tuning parts under-estimated the docs test
+# part in two refits (0.015 against 0.045, then 0.029 against 0.075; twenty-fifth and twenty-sixth sessions).
+MAX_OVER_ABSTENTION = 0.02
 REGULARISATION = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
-BUDGETS = (0.0, 0.01, 0.02, 0.03, 0.04)  # share of answerable tuning questions the final threshold may decline
+# Share of answerable tuning questions the final threshold may decline.
+BUDGETS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04)
 FOLDS = 5
+REPEATS = 5  # shuffles of the folds: one shuffle's held-out over-abstention was 0.005 off the mean of ten
 REPORT = Path("evals/reports/fit_abstention.md")
 
 
 def collect(
     sets: Sequence[tuple[Path, Path, Path]], half_indexes: Sequence[tuple[Path, Path]] = ()
-) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...]]:
-    """One feature row per tuning question. With `half_indexes` (two per set, built with the adapters that
-    `evals/fit_embedding.py --check` fits without each half of the questions), a question's row comes from the
-    index whose embedding adapter never saw it (`add_half_indexes_argument`): in-sample cosines teach the fit
-    to over-trust the dense score, which shows as over-abstention on new questions."""
-    rows, labels, ids = [], [], []
+) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...], np.ndarray]:
+    """One feature row per tuning question, and the number of the set it came from. With `half_indexes` (two
+    per set, built with the adapters that `evals/fit_embedding.py --check` fits without each half of the
+    questions), a question's row comes from the index whose embedding adapter never saw it
+    (`add_half_indexes_argument`): in-sample cosines teach the fit to over-trust the dense score, which shows
+    as over-abstention on new questions."""
+    rows, labels, ids, sets_of_rows = [], [], [], []
     names: tuple[str, ...] = ()
     for number, (golden, corpus, index) in enumerate(sets):
         halves = half_indexes[number] if half_indexes else (index, index)
@@ -57,7 +64,8 @@ def collect(
             rows.append(inspection.abstention)
             labels.append(1 if item.answerable else 0)
             ids.append(item.id)
-    return np.asarray(rows, dtype=np.float64), np.asarray(labels), ids, names
+            sets_of_rows.append(number)
+    return np.asarray(rows, dtype=np.float64), np.asarray(labels), ids, names, np.asarray(sets_of_rows)
 
 
 def threshold_for(scores: np.ndarray, labels: np.ndarray, max_over: float) -> tuple[float, float, float]:
@@ -70,18 +78,33 @@ def threshold_for(scores: np.ndarray, labels: np.ndarray, max_over: float) -> tu
     return threshold, recall, over
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """What the whole procedure (fit, then threshold on own scores) does to questions it never saw."""
+
+    recall: float  # share of unanswerable questions declined
+    over: float  # share of answerable questions declined, all golden files pooled
+    worst_over: float  # the same in the golden file where it is highest
+
+
 def cross_validated_procedure(
-    x: np.ndarray, y: np.ndarray, regularisation: float, budget: float
-) -> tuple[float, float]:
-    """(abstention recall, over-abstention) on held-out folds of the whole procedure: fit, then set the
-    threshold on the fitted model's own scores with `budget`. In-sample scores flatter the model, so
-    held-out over-abstention comes out above the budget."""
-    declined = np.zeros(len(y), dtype=bool)
-    for train, test in StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=7).split(x, y):
-        model = _fit(x[train], y[train], regularisation)
-        threshold, _, _ = threshold_for(model.scores(x[train]), y[train], budget)
-        declined[test] = model.scores(x[test]) < threshold
-    return float(declined[y == 0].mean()), float(declined[y == 1].mean())
+    x: np.ndarray, y: np.ndarray, regularisation: float, budget: float, sets: np.ndarray | None = None
+) -> HeldOut:
+    """Held-out figures of the whole procedure with `budget`, averaged over `REPEATS` shuffles of the folds.
+    In-sample scores flatter the model, so held-out over-abstention comes out above the budget; `sets`
+    (each row's golden file) gives the worst file's figure: a pooled figure hid a corpus above the target."""
+    sets = np.zeros(len(y), dtype=int) if sets is None else sets
+    recall, over, per_set = [], [], []
+    for repeat in range(REPEATS):
+        declined = np.zeros(len(y), dtype=bool)
+        for train, test in StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=7 + repeat).split(x, y):
+            model = _fit(x[train], y[train], regularisation)
+            threshold, _, _ = threshold_for(model.scores(x[train]), y[train], budget)
+            declined[test] = model.scores(x[test]) < threshold
+        recall.append(declined[y == 0].mean())
+        over.append(declined[y == 1].mean())
+        per_set.append([declined[(y == 1) & (sets == s)].mean() for s in np.unique(sets[y == 1])])
+    return HeldOut(float(np.mean(recall)), float(np.mean(over)), float(np.max(np.mean(per_set, axis=0))))
 
 
 def cross_validated_scores(x: np.ndarray, y: np.ndarray, regularisation: float) -> np.ndarray:
@@ -107,12 +130,13 @@ def _fit(x: np.ndarray, y: np.ndarray, regularisation: float, names: Sequence[st
     )
 
 
-def choose_budget(procedure: dict[float, tuple[float, float]]) -> float:
-    """The budget whose cross-validated (abstention recall, over-abstention) has the best balanced accuracy
-    among those within `TARGET_OVER_ABSTENTION`: balanced accuracy alone chose budgets whose held-out
-    over-abstention, 0.038-0.043, missed the target. None within: the smallest. Ties go to the smaller."""
-    within = [b for b in procedure if procedure[b][1] <= TARGET_OVER_ABSTENTION] or [min(procedure)]
-    return max(within, key=lambda b: (procedure[b][0] - procedure[b][1], -b))
+def choose_budget(procedure: dict[float, HeldOut]) -> float:
+    """The budget whose held-out (abstention recall - over-abstention) is best among those that keep every
+    golden file's held-out over-abstention within `MAX_OVER_ABSTENTION`: balanced accuracy alone chose
+    budgets whose held-out over-abstention, 0.038-0.043, missed the target. None within: the smallest.
+    Ties go to the smaller."""
+    within = [b for b in procedure if procedure[b].worst_over <= MAX_OVER_ABSTENTION] or [min(procedure)]
+    return max(within, key=lambda b: (procedure[b].recall - procedure[b].over, -b))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=REPORT)
     add_half_indexes_argument(parser)
     args = parser.parse_args(argv)
-    x, y, ids, names = collect([tuple(s) for s in args.set], half_index_pairs(parser, args))
+    x, y, ids, names, sets = collect([tuple(s) for s in args.set], half_index_pairs(parser, args))
     table = {}
     for c in REGULARISATION:
         scores = cross_validated_scores(x, y, c)
@@ -134,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The threshold is set on the final model's own scores: with strong regularisation its log-odds are on
     # another scale than the cross-validation models' (more data, larger weights), so their threshold
     # would not transfer. Its budget is chosen on the whole procedure, cross-validated.
-    procedure = {b: cross_validated_procedure(x, y, best, b) for b in BUDGETS}
+    procedure = {b: cross_validated_procedure(x, y, best, b, sets) for b in BUDGETS}
     budget = choose_budget(procedure)
     threshold, _, _ = threshold_for(model.scores(x), y, budget)
     training = {
@@ -145,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "max_over_abstention": MAX_OVER_ABSTENTION,
         "cv": {"abstention_recall": recall, "over_abstention": over},
         "threshold_budget": budget,
-        "procedure_cv": {"abstention_recall": procedure[budget][0], "over_abstention": procedure[budget][1]},
+        "procedure_cv": dataclasses.asdict(procedure[budget]),
         "sets": [str(s[0]) for s in args.set],
         "features_from_held_out_adapters": bool(args.half_indexes),
     }
@@ -169,11 +193,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         *(f"| {c} | {v[0]:.3f} | {v[2]:.3f} | {v[3]:.3f} |" for c, v in table.items()),
         "",
         f"Chosen C = {best}. The threshold is set on the final model's own scores, declining at most a share "
-        f"(budget) of the answerable tuning questions; the whole procedure cross-validated, per budget:",
+        f"(budget) of the answerable tuning questions; the whole procedure cross-validated ({FOLDS} folds, "
+        f"{REPEATS} shuffles), per budget; chosen: the best balanced accuracy with every golden file's "
+        f"over-abstention at or under {MAX_OVER_ABSTENTION}:",
         "",
-        "| budget | held-out abstention recall | held-out over-abstention |",
-        "|---|---|---|",
-        *(f"| {b} | {r:.3f} | {o:.3f} |" for b, (r, o) in procedure.items()),
+        "| budget | held-out abstention recall | held-out over-abstention | in the worst golden file |",
+        "|---|---|---|---|",
+        *(f"| {b} | {h.recall:.3f} | {h.over:.3f} | {h.worst_over:.3f} |" for b, h in procedure.items()),
         "",
         f"Chosen budget {budget}: threshold {threshold:.3f} on the final model's log-odds of answerable.",
         "",
@@ -185,8 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines), encoding="utf-8")
     held_out = procedure[budget]
-    print(f"abstention: C={best}, budget {budget}, threshold {threshold:.3f}, held-out recall {held_out[0]:.3f}, "
-          f"over-abstention {held_out[1]:.3f}; wrote {args.out}, {args.report}")  # fmt: skip
+    print(f"abstention: C={best}, budget {budget}, threshold {threshold:.3f}, held-out recall {held_out.recall:.3f}, "
+          f"over-abstention {held_out.over:.3f} (worst golden file {held_out.worst_over:.3f}); wrote {args.out}, "
+          f"{args.report}")  # fmt: skip
     return 0
 
 
