@@ -135,6 +135,10 @@ _LEANS_BACK = re.compile(
     # ... or doing what the sentence before says: "Failure to do so could …", "Doing this …"
     r"|^(?:[A-Z]\w*(?: \w+){0,3} (?:do|doing)|Doing) (?:so|this|that)\b",
 )
+# "… within the max time set by this configuration": a thing named with "this", "these", "those" or "such" that
+# the sentence before names too ("… is controlled through the `replica.lag.time.max.ms` configuration.") is that one.
+_DEMONSTRATIVE = re.compile(r"\b(?:this|these|those|such(?: an?)?)\s+([a-z][a-z-]{2,})\b", re.I)
+_WORD = re.compile(r"[a-z][a-z-]+")
 
 
 def abstain(ranked: Ranked, related: int = 3) -> Draft:
@@ -429,10 +433,21 @@ def _leans_back(unit: _Scored) -> bool:
     return unit.unit.kind == "sentence" and _LEANS_BACK.match(unit.unit.text) is not None
 
 
+def _refers_to(unit: _Scored, before: _Scored) -> bool:
+    """`unit` names something with a demonstrative ("this configuration", "these brokers") that `before` names."""
+    if unit.unit.kind != "sentence":
+        return False
+    named = {match.group(1).lower() for match in _DEMONSTRATIVE.finditer(unit.unit.text)}
+    words = set(_WORD.findall(before.unit.text.lower())) if named else set()
+    return any(noun in words or noun.removesuffix("s") in words or f"{noun}s" in words for noun in named)
+
+
 def _leaned_on(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
     """The sentence right before `unit` in its passage, when `unit` leans on it."""
-    before = by_place.get((unit.candidate_index, unit.unit.position - 1)) if _leans_back(unit) else None
-    return before if before is not None and before.unit.kind == "sentence" else None
+    before = by_place.get((unit.candidate_index, unit.unit.position - 1))
+    if before is None or before.unit.kind != "sentence":
+        return None
+    return before if _leans_back(unit) or _refers_to(unit, before) else None
 
 
 def _with_their_items(
@@ -749,7 +764,10 @@ def _render(
     # The lead comes first with the sentences that lean on it, or on which it leans (`_with_what_they_follow`).
     head = [lead]
     for unit in chosen[1:]:
-        if not (_place(unit) == (lead.candidate_index, head[-1].unit.position + 1) and _leans_back(unit)):
+        if not (
+            _place(unit) == (lead.candidate_index, head[-1].unit.position + 1)
+            and (_leans_back(unit) or _refers_to(unit, head[-1]))
+        ):
             break
         head.append(unit)
     # The passages of the entries the lead takes its default from (`_default_sources`) follow the lead's.

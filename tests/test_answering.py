@@ -774,6 +774,34 @@ def test_a_lead_that_leans_back_is_shown_after_the_sentences_it_leans_on_when_th
     assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["Users", "They", "Instead,"], draft.text
 
 
+def test_a_sentence_that_names_this_thing_comes_after_the_sentence_that_says_which_thing():
+    # "What decides when a lagging follower is dropped from the ISR?" quoted "... within the max time set by this
+    # configuration ..." and left out the sentence before it, the one that names replica.lag.time.max.ms.
+    axes = _Axes()
+    text = (
+        "The leader tracks the in-sync replicas. "
+        "The determination of lagging replicas is controlled through the replica.lag.time.max.ms configuration. "
+        "Replicas that cannot catch up within the max time set by this configuration are removed from the ISR."
+    )
+    passage = candidate(axes, "isr", text, [0.3, 0.1, 0.9])
+    draft = extract_answer(ranked([passage], "when is a lagging follower dropped?"), shape(max_units_fact=1))
+    _check(draft)
+    assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["The", "Replicas"], draft.text
+    assert "replica.lag.time.max.ms" in draft.text
+
+
+@pytest.mark.parametrize("named", ["this section", "these brokers"])
+def test_a_demonstrative_for_something_the_sentence_before_does_not_name_leans_on_nothing(named):
+    axes = _Axes()
+    text = (
+        "The determination of lagging replicas is controlled through the replica.lag.time.max.ms configuration. "
+        f"Replicas that cannot catch up as {named} describe are removed from the ISR."
+    )
+    passage = candidate(axes, "isr", text, [0.1, 0.9])
+    draft = extract_answer(ranked([passage], "when is a lagging follower dropped?"), shape(max_units_fact=1))
+    assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["Replicas"], draft.text
+
+
 @pytest.mark.parametrize("opening", ["Sometimes the pair", "For example: the pair", "It is true that the pair"])
 def test_a_sentence_that_only_begins_like_a_back_reference_stands_alone(opening):
     # "Some additional memory …" opens with the letters of "So" but leans on nothing; "For example:" introduces;
