@@ -188,7 +188,10 @@ def _synthetic_keys(index: Path) -> set[tuple]:
     return {_key(q.query, ()) for q in read_synthetic(index / "versions" / version)}
 
 
-def test_abstention_fit_writes_a_model_the_service_loads(seeds_index, golden, inspected, tmp_path):
+def test_abstention_fit_writes_a_model_the_service_loads(seeds_index, golden, inspected, tmp_path, monkeypatch):
+    # One shuffle and two budgets instead of five and eight: this test checks what the fit reads and writes.
+    monkeypatch.setattr(fit_abstention, "REPEATS", 1)
+    monkeypatch.setattr(fit_abstention, "BUDGETS", (0.0, 0.02))
     out, report = tmp_path / "abstention.json", tmp_path / "fit_abstention.md"
     argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--out", str(out), "--report", str(report)]
     assert fit_abstention.main(argv) == 0
