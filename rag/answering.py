@@ -442,12 +442,17 @@ def _refers_to(unit: _Scored, before: _Scored) -> bool:
     return any(noun in words or noun.removesuffix("s") in words or f"{noun}s" in words for noun in named)
 
 
+def _leans_on(unit: _Scored, before: _Scored) -> bool:
+    """`unit`, shown right after `before` in its passage, reads as a continuation of it."""
+    return _leans_back(unit) or _refers_to(unit, before)
+
+
 def _leaned_on(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
     """The sentence right before `unit` in its passage, when `unit` leans on it."""
     before = by_place.get((unit.candidate_index, unit.unit.position - 1))
     if before is None or before.unit.kind != "sentence":
         return None
-    return before if _leans_back(unit) or _refers_to(unit, before) else None
+    return before if _leans_on(unit, before) else None
 
 
 def _with_their_items(
@@ -764,10 +769,7 @@ def _render(
     # The lead comes first with the sentences that lean on it, or on which it leans (`_with_what_they_follow`).
     head = [lead]
     for unit in chosen[1:]:
-        if not (
-            _place(unit) == (lead.candidate_index, head[-1].unit.position + 1)
-            and (_leans_back(unit) or _refers_to(unit, head[-1]))
-        ):
+        if not (_place(unit) == (lead.candidate_index, head[-1].unit.position + 1) and _leans_on(unit, head[-1])):
             break
         head.append(unit)
     # The passages of the entries the lead takes its default from (`_default_sources`) follow the lead's.
