@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -323,11 +323,18 @@ def _admitted(
     new_terms = unit.terms - seen_terms
     if not named and (not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty):
         return [], 0  # adds no fact the answer does not already state
-    entry = _missing_entry(unit, chosen, by_place)
-    cost = unit.size - _shared_lead_in(unit, chosen) + (entry.size if entry else 0)
-    if cost > room or (entry and len(chosen) + 2 > limit):
+    # Shown first, and paid for now: the entry `unit` continues, or the sentence whose thing it names with a
+    # demonstrative ("… within the max time set by this configuration" needs the one naming
+    # `replica.lag.time.max.ms`), so that a unit that cannot be shown with it gives way to one that stands
+    # alone. A sentence that only leans back ("Furthermore, …") still reads alone: paying for its predecessor
+    # here cost the tuning answers facts (evals/reports/quality_history.md, twenty-eighth session).
+    before = _missing_entry(unit, chosen, by_place) or _leaned_on(unit, by_place, _refers_to)
+    if before is not None and _among(before, chosen):
+        before = None
+    cost = unit.size - _shared_lead_in(unit, chosen) + (before.size if before else 0)
+    if cost > room or (before and len(chosen) + 2 > limit):
         return [], 0
-    return ([dataclasses.replace(entry, bucket=unit.bucket)] if entry else []) + [unit], cost
+    return ([dataclasses.replace(before, bucket=unit.bucket)] if before else []) + [unit], cost
 
 
 def _within(
@@ -447,12 +454,16 @@ def _leans_on(unit: _Scored, before: _Scored) -> bool:
     return _leans_back(unit) or _refers_to(unit, before)
 
 
-def _leaned_on(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
-    """The sentence right before `unit` in its passage, when `unit` leans on it."""
+def _leaned_on(
+    unit: _Scored,
+    by_place: dict[tuple[int, int], _Scored],
+    leans: Callable[[_Scored, _Scored], bool] = _leans_on,
+) -> _Scored | None:
+    """The sentence right before `unit` in its passage, when `unit` leans on it (by `leans`)."""
     before = by_place.get((unit.candidate_index, unit.unit.position - 1))
     if before is None or before.unit.kind != "sentence":
         return None
-    return before if _leans_on(unit, before) else None
+    return before if leans(unit, before) else None
 
 
 def _with_their_items(

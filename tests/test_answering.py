@@ -790,6 +790,31 @@ def test_a_sentence_that_names_this_thing_comes_after_the_sentence_that_says_whi
     assert "replica.lag.time.max.ms" in draft.text
 
 
+@pytest.mark.parametrize(("max_chars", "referring_shown"), [(5000, True), (260, False)])
+def test_a_sentence_that_names_this_thing_is_chosen_only_with_room_for_the_sentence_that_says_which(
+    max_chars, referring_shown
+):
+    # Chosen after the lead, "... set by this configuration ..." was shown alone when the sentence naming the
+    # setting no longer fitted: it pays for that sentence when chosen, or gives way to a unit that stands alone.
+    axes = _Axes()
+    lead = candidate(axes, "lead", "Followers fetch from the leader to stay in sync.", [0.9])
+    text = (
+        "The determination of lagging replicas is controlled through the replica.lag.time.max.ms configuration. "
+        "Replicas that cannot catch up within the max time set by this configuration are removed from the ISR."
+    )
+    isr = candidate(axes, "isr", text, [0.1, 0.85])
+    alone = candidate(axes, "alone", "A follower that dies is removed from the ISR.", [0.8])
+    draft = extract_answer(
+        ranked([lead, isr, alone], "when is a lagging follower dropped?"),
+        shape(max_units_fact=4, max_chars=max_chars),
+    )
+    _check(draft)
+    shown = draft.text
+    assert ("set by this configuration" in shown) is referring_shown, shown
+    assert "replica.lag.time.max.ms" in shown, shown  # alone, the sentence naming the setting stands
+    assert "A follower that dies" in shown, shown
+
+
 @pytest.mark.parametrize("named", ["this section", "these brokers"])
 def test_a_demonstrative_for_something_the_sentence_before_does_not_name_leans_on_nothing(named):
     axes = _Axes()
