@@ -121,6 +121,8 @@ _DO = re.compile(
     re.I,
 )
 _CHECK = re.compile(r"\b(?:check|verify|monitor|look for|describe|inspect|metrics?)\b", re.I)
+# Doing what the sentence before says: "Failure to do so could …", "Doing this …".
+_DOING_SO = r"^(?:[A-Z]\w*(?: \w+){0,3} (?:do|doing)|Doing) (?:so|this|that)\b"
 # Openings that lean on the sentence before ("However, …", "This means …", "Therefore, …"); not the "It" of
 # "It is important to …", "It is not uncommon for …", which stands for what follows.
 _LEANS_BACK = re.compile(
@@ -132,8 +134,16 @@ _LEANS_BACK = re.compile(
     r"(?!(?<=It) (?:is|was) (?:\w+ ){1,3}(?:to|that|for)\b))\b"
     # ... or after a short opening phrase: "In short, this determines …", "In practice, they …"
     r"|^[A-Z]\w*(?: \w+){0,2}, (?:this|that|these|those|it|they|such)\b(?! (?:is|are) (?:a|an|the) )"
-    # ... or doing what the sentence before says: "Failure to do so could …", "Doing this …"
-    r"|^(?:[A-Z]\w*(?: \w+){0,3} (?:do|doing)|Doing) (?:so|this|that)\b",
+    # ... or doing what the sentence before says
+    rf"|{_DOING_SO}",
+)
+# Of those, the openings whose sentence says the opposite, or something else, when read alone: a contrast ("Instead,
+# the consumer stops sending heartbeats" holds only for the static members the sentence before names), a case of
+# the sentence before ("If not, …", "In that case, …"), or doing what it says ("Failure to do so …").
+_DEPENDS_ON_BEFORE = re.compile(
+    r"^(?:However|Otherwise|Instead|Alternatively|Nevertheless|On the other hand|If (?:so|not)\b|"
+    r"If (?:this|that) is the case|In (?:this|that|such a|either) case)"
+    rf"|{_DOING_SO}",
 )
 # "… within the max time set by this configuration": a thing named with "this", "these", "those" or "such" that
 # the sentence before names too ("… is controlled through the `replica.lag.time.max.ms` configuration.") is that one.
@@ -417,7 +427,8 @@ def _with_what_they_follow(
 ) -> tuple[list[_Scored], int]:
     """A chosen sentence that leans on the one before it ("However, if the consumer …", "This means …") is
     shown after that sentence: taken in when the character budget allows, or moved up when chosen for
-    itself further on. Returns the units and the budget left."""
+    itself further on. One that would mislead without it (`_depends_on`) is left out when it does not fit,
+    unless it leads the answer. Returns the units and the budget left."""
     shown: list[_Scored] = []
     for unit in chosen:
         if _among(unit, shown):
@@ -428,6 +439,15 @@ def _with_what_they_follow(
             if before is None or _among(before, shown):
                 break
             moved = _among(before, chosen)
+            if (
+                not moved
+                and before.size > budget
+                and run == [unit]
+                and unit is not chosen[0]
+                and _depends_on(unit, before)
+            ):
+                run, budget = [], budget + unit.size  # read alone it would mislead ("Instead, …"): left out
+                break
             if (moved and _list_key(before) is not None) or (not moved and before.size > budget):
                 break  # the sentences of list items keep their list's order (`_render`)
             run.insert(0, dataclasses.replace(before, bucket=unit.bucket))
@@ -447,6 +467,13 @@ def _refers_to(unit: _Scored, before: _Scored) -> bool:
     named = {match.group(1).lower() for match in _DEMONSTRATIVE.finditer(unit.unit.text)}
     words = set(_WORD.findall(before.unit.text.lower())) if named else set()
     return any(noun in words or noun.removesuffix("s") in words or f"{noun}s" in words for noun in named)
+
+
+def _depends_on(unit: _Scored, before: _Scored) -> bool:
+    """`unit` misleads or says nothing when shown without `before`, the sentence before it in its passage."""
+    return _refers_to(unit, before) or (
+        unit.unit.kind == "sentence" and _DEPENDS_ON_BEFORE.match(unit.unit.text) is not None
+    )
 
 
 def _leans_on(unit: _Scored, before: _Scored) -> bool:

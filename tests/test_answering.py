@@ -815,6 +815,30 @@ def test_a_sentence_that_names_this_thing_is_chosen_only_with_room_for_the_sente
     assert "A follower that dies" in shown, shown
 
 
+@pytest.mark.parametrize(("max_chars", "contrast_shown"), [(5000, True), (210, False)])
+@pytest.mark.parametrize("opening", ["Instead, the consumer", "However, the consumer", "If not, the consumer"])
+def test_a_sentence_that_reads_the_other_way_alone_is_left_out_without_the_one_before(
+    max_chars, contrast_shown, opening
+):
+    # "What is the difference between session.timeout.ms and max.poll.interval.ms?" showed "Instead, the consumer
+    # will stop sending heartbeats …" without the sentence before it, which limits it to static members.
+    axes = _Axes()
+    lead = candidate(axes, "lead", "The consumer is considered failed when poll() is not called in time.", [0.9])
+    text = (
+        "For consumers with a group.instance.id that reach this timeout, partitions are not reassigned at once. "
+        f"{opening} stops sending heartbeats and its partitions move after session.timeout.ms."
+    )
+    static = candidate(axes, "static", text, [0.1, 0.85])
+    draft = extract_answer(
+        ranked([lead, static], "what happens when poll() is not called in time?"),
+        shape(max_units_fact=3, max_chars=max_chars),
+    )
+    _check(draft)
+    assert (opening in draft.text) is contrast_shown, draft.text
+    assert ("group.instance.id" in draft.text) is contrast_shown, draft.text
+    assert draft.text.startswith("The consumer is considered failed"), draft.text
+
+
 @pytest.mark.parametrize("named", ["this section", "these brokers"])
 def test_a_demonstrative_for_something_the_sentence_before_does_not_name_leans_on_nothing(named):
     axes = _Axes()
