@@ -111,6 +111,7 @@ NEAR_DUPLICATE = 0.9  # cosine above which two units say the same thing
 MAX_LEANING_BACK = 2  # sentences a leaning sentence brings before it, one leaning on the next
 MAX_DEFAULT_HOPS = 2  # settings followed for where a setting with no default of its own takes it from
 NAMED_LEAD_PASSAGES = 3  # the entry of a setting or error the question names may lead from this deep
+NAMESAKE_PASSAGES = 5  # the lead's namesake on the page the question names may take its place from this deep
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 # Imperative openings and advice phrasings in plain English: the "what to do" part of an answer.
 _DO = re.compile(
@@ -176,6 +177,22 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     twins = [u for u in named if u.unit.subject.lower() == lead.unit.subject.lower() and _is_own_entry(u)]
     if twins and not _is_own_entry(lead):
         lead = max(twins, key=lambda u: u.score)
+    # Of the same setting's entries on several reference pages (the broker's, the topic's and the producer's
+    # `compression.type`), the one on the page the question names ("… on my producer").
+    by_place = {_place(u): u for u in scored}
+    entry = lead if _is_own_entry(lead) else _entry_of(lead, by_place)
+    if entry is not None and entry.unit.kind == "setting":
+        namesakes = [
+            u
+            for u in scored
+            if u.candidate_index < NAMESAKE_PASSAGES
+            and u.unit.kind == "setting"
+            and _is_own_entry(u)
+            and u.unit.subject.lower() == entry.unit.subject.lower()
+        ]
+        named_page = max(namesakes, key=lambda u: _page_named(u, ranked.candidates, query))
+        if _page_named(named_page, ranked.candidates, query) > _page_named(entry, ranked.candidates, query):
+            lead = named_page
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
     layout = query.intent == "troubleshoot"
     # A troubleshooting answer is laid out as cause / what to do / how to check, and each part's units are
@@ -186,7 +203,6 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     for u in scored:
         if u is not lead:
             best_of_part[u.bucket] = max(best_of_part.get(u.bucket, u.score), u.score)
-    by_place = {_place(u): u for u in scored}
     # A sentence that continues a setting's entry is shown under the entry (`_with_their_entries`), which
     # names the setting and gives its default: choosing the sentence takes in the entry and pays for it.
     chars = lead.size + (HEADINGS_CHARS if layout else 0)
@@ -670,6 +686,12 @@ def _spelt_in(subject: str, text: str) -> bool:
     if len(subject.split()) > 1:
         return True
     return re.search(rf"(?<![\w.-]){re.escape(subject.lower())}(?![\w-]|\.\w)", text.lower()) is not None
+
+
+def _page_named(unit: _Scored, candidates: tuple[Candidate, ...], query: Query) -> int:
+    """How many of the question's words the title of `unit`'s page holds ("Producer config")."""
+    title = candidates[unit.candidate_index].passage.section_path[:1]
+    return len(set(tokenize(" ".join(title))) & set(query.tokens))
 
 
 def _is_own_entry(unit: _Scored) -> bool:

@@ -676,6 +676,33 @@ def test_a_setting_with_a_default_brings_no_other_entry():
     assert "log.retention.minutes`:" not in draft.text, draft.text
 
 
+def _compression_entry(axes: _Axes, page: str, description: str, default: str, score: float):
+    text = f"{description}\n\nType: | string\nDefault: | {default}\nImportance: | high"
+    entry = candidate(axes, page.split()[0].lower(), text, [score], heading="compression.type")
+    return _about(entry, (page, "compression.type"), "compression.type")
+
+
+@pytest.mark.parametrize(
+    ("question", "lead_page"),
+    [
+        ("how do I enable gzip compression on my producer", "Producer config"),
+        ("how do I enable gzip compression for a topic", "Topic config"),
+        ("how do I enable gzip compression", "Topic config"),  # no page named: the best-ranked entry leads
+    ],
+)
+def test_of_one_settings_entries_on_several_pages_the_one_on_the_page_the_question_names_leads(question, lead_page):
+    # "how do I enable gzip compression on my producer" led with the topic's (the broker's) `compression.type`,
+    # ranked above the producer's own entry.
+    axes = _Axes()
+    topic = _compression_entry(axes, "Topic config", "Specify the final compression type for a topic.", "producer", 0.9)
+    producer = _compression_entry(axes, "Producer config", "The compression type for all data.", "none", 0.8)
+    draft = extract_answer(ranked([topic, producer], question), shape(max_units_fact=2))
+    _check(draft)
+    lead = next(c for c in draft.citations if c.marker == 1)
+    assert lead.passage.section_path[0] == lead_page, draft.text
+    assert draft.text.startswith("`compression.type`:"), draft.text
+
+
 RECORD_STATE = "The record state is invalid. The acknowledgement of delivery could not be completed."
 
 
