@@ -28,12 +28,20 @@ FP32_MIN_COSINE = 0.99  # the issue's bar for mixing backends; measured 0.99999
 # gave 0.985-0.989 / 0.996, per-tensor 0.90 / 0.91. On an AVX2-only EPYC with the golden files grown to 644
 # questions (2026-11-27) this sample gives min 0.9878 / mean 0.9966 at the ingest's batch: 2 of its 928 texts
 # fall under 0.99, so the bar is missed there (README, *Embedding runtime*). The test holds the recipe to what it
-# keeps on both machine types, so a recipe that drifts further fails here.
+# keeps on both machine types, so a recipe that drifts further fails here. The sample below (every third docs
+# question, 650 texts with the 627-question file) gave min 0.9877 / mean 0.9963 there, all 1068 texts 0.9892 / 0.9963.
 INT8_GUARD_MIN_COSINE, INT8_GUARD_MEAN_COSINE = 0.985, 0.996
+# Every docs question's vector took a third of the suite's slowest module and grew with the golden file; every
+# third one keeps each kind of question (pasted logs, stack traces, long and short) in the sample.
+DOCS_QUESTION_STEP = 3
 
 
 def golden_questions() -> list[str]:
-    return [json.loads(line)["question"] for path in GOLDEN_FILES for line in path.read_text().splitlines() if line]
+    """The seeds questions and every `DOCS_QUESTION_STEP`-th Kafka docs question."""
+    seeds, docs = (
+        [json.loads(line)["question"] for line in path.read_text().splitlines() if line] for path in GOLDEN_FILES
+    )
+    return seeds + docs[::DOCS_QUESTION_STEP]
 
 
 def chunk_sample(index_dir: Path, every: int = 3) -> list[str]:
