@@ -1,10 +1,10 @@
 """`kafka-rag eval`: score an index and answerer against golden files, report, gate on a baseline.
 
-Only the public service API is used: `search` (10 passages) for the ranking metrics, `ask` for the answer
-metrics and latency. Follow-up items are searched twice, with the system's rewrite and with the raw
-question alone. Every metric is reported for all questions and for each part of the tune/test split
-(`evals.golden.part_of`); the gate compares the all-questions figures. Exit codes: 0 done, 1 a gated
-metric regressed against `--baseline`, 2 bad input.
+Only the public service API is used: `ask_and_search` gives the answer (its metrics and latency, the
+question's embedding included) and, from the same retrieval, the 10 passages of the ranking metrics. Follow-up
+items are searched a second time with the raw question alone. Every metric is reported for all questions and
+for each part of the tune/test split (`evals.golden.part_of`); the gate compares the all-questions figures.
+Exit codes: 0 done, 1 a gated metric regressed against `--baseline`, 2 bad input.
 
 The CI gate's baselines are eval runs committed as they are (run from the repository root):
 
@@ -208,12 +208,13 @@ def evaluate(assistant: Assistant, items: Sequence[GoldenItem], mode: str, k: in
     """Search and answer every item under one retrieval mode."""
     trials = []
     for item in items:
-        search = assistant.search(item.question, item.history, k=RANK_DEPTH, retrieval=mode, rewrite=True)
         raw = None
         if item.history:
             raw = assistant.search(item.question, item.history, k=RANK_DEPTH, retrieval=mode, rewrite=False)
         start = time.perf_counter()
-        answer = assistant.ask(item.question, item.history, retrieval=mode, top_k=k)
+        answer, search = assistant.ask_and_search(
+            item.question, item.history, retrieval=mode, top_k=k, depth=RANK_DEPTH
+        )
         latency = (time.perf_counter() - start) * 1000
         trials.append(Trial(item, mode, search, raw, answer, latency))
     return trials

@@ -61,6 +61,7 @@ TASK_NOTE = (
     "questions from its knowledge base, so it lists the closest passages instead."
 )
 LLM_FALLBACK_NOTE = "The language model was unavailable: {reason} Showing the extractive answer from the passages."
+RETRIEVAL_DEPTH_PER_PASSAGE = 4  # first-stage candidates asked of each retriever per passage ranked (at least 40)
 
 
 @dataclass(frozen=True)
@@ -213,17 +214,57 @@ class Assistant:
         answerer: str | None = None,
     ) -> Iterator[str | Answer]:
         """Yield text deltas as they are produced, then exactly one final `Answer`."""
+        yield from self._stream(question, history, top_k, retrieval, answerer)
+
+    def ask_and_search(
+        self,
+        question: str,
+        history: History = (),
+        *,
+        top_k: int | None = None,
+        retrieval: str | None = None,
+        depth: int = 10,
+    ) -> tuple[Answer, SearchResult]:
+        """The answer and the first `depth` ranked passages of the same retrieval (what `search` returns for
+        the question; with the LLM answerer, for the query it rewrote): one retrieval where an eval run would
+        make two. The answer is the one `ask` gives: its `top_k` passages are the first of the same ranking."""
+        ranking: list[SearchResult] = []
+        answer: Answer | None = None
+        for event in self._stream(question, history, top_k, retrieval, None, ranking, depth):
+            if isinstance(event, Answer):
+                answer = event
+        assert answer is not None
+        return answer, ranking[0]
+
+    def _stream(
+        self,
+        question: str,
+        history: History,
+        top_k: int | None,
+        retrieval: str | None,
+        answerer: str | None,
+        ranking: list[SearchResult] | None = None,
+        ranking_depth: int = 0,
+    ) -> Iterator[str | Answer]:
+        """`stream`; with `ranking`, the retrieval ranks `ranking_depth` passages too and appends them to it."""
         started = time.perf_counter()
         answerer = answerer or self.settings.answerer
         if answerer not in ANSWERERS:
             raise QuestionError(f"Unknown answerer {answerer!r}: use one of {', '.join(ANSWERERS)}")
+        k = self.settings.top_k if top_k is None else top_k
         prepared = self._prepare(
             question,
             history,
-            self.settings.top_k if top_k is None else top_k,
+            max(k, ranking_depth),
             retrieval or self.settings.retrieval_mode,
             use_llm=answerer == "llm",
         )
+        if ranking is not None:
+            passages = tuple(c.passage for c in prepared.ranked.candidates[:ranking_depth])
+            ranking.append(SearchResult(query=prepared.query.text, passages=passages, timings_ms=prepared.timings_ms))
+            ranked = prepared.ranked
+            top = dataclasses.replace(ranked, candidates=ranked.candidates[:k], scores=ranked.scores[:k])
+            prepared = dataclasses.replace(prepared, ranked=top, depth=k * RETRIEVAL_DEPTH_PER_PASSAGE)
         timings = dict(prepared.timings_ms)
         notes = list(prepared.notes)
         used = "extractive"
@@ -307,13 +348,13 @@ class Assistant:
         if query.trimmed:
             notes.insert(0, TRIMMED_NOTE)
         timings["parse"] = elapsed_ms(started)
-        pool = retriever.retrieve(query, k * 4, mode, self._first_stage)
+        pool = retriever.retrieve(query, k * RETRIEVAL_DEPTH_PER_PASSAGE, mode, self._first_stage)
         timings.update(pool.timings_ms)
         started = time.perf_counter()
         ranked = rank(pool, k, self.settings.max_per_section, self._ranker)
         ranked = dataclasses.replace(ranked, candidates=retriever.with_earlier_context(ranked.candidates))
         timings["rank"] = elapsed_ms(started)
-        return _Prepared(query, tuple(notes), ranked, timings, retriever, k * 4)
+        return _Prepared(query, tuple(notes), ranked, timings, retriever, k * RETRIEVAL_DEPTH_PER_PASSAGE)
 
     def _search_asks(self, prepared: _Prepared, timings: dict[str, float]) -> tuple[Ranked, ...]:
         """The first passage of each of the question's asks searched alone (`Query.asks`)."""

@@ -179,6 +179,21 @@ def test_search_k_and_unknown_mode(assistant):
         assistant.search("consumer rebalance", retrieval="fuzzy")
 
 
+def test_ask_and_search_gives_what_ask_and_search_give_apart(assistant):
+    """Eval runs take the answer and the top-10 ranking from one retrieval: both must be what the two calls give."""
+    items = [json.loads(line) for line in GOLDEN.read_text().splitlines() if line][::6]
+    assert any(item.get("history") for item in items) and any(not item["answerable"] for item in items)
+    for item in items:
+        history = item.get("history", [])
+        answer, search = assistant.ask_and_search(item["question"], history, top_k=5, depth=10)
+        alone = assistant.ask(item["question"], history, top_k=5)
+        assert (answer.text, answer.abstained, answer.query) == (alone.text, alone.abstained, alone.query), item["id"]
+        assert [c.passage.chunk_id for c in answer.citations] == [c.passage.chunk_id for c in alone.citations]
+        searched = assistant.search(item["question"], history, k=10)
+        assert search.query == searched.query
+        assert [p.chunk_id for p in search.passages] == [p.chunk_id for p in searched.passages], item["id"]
+
+
 def test_results_are_diverse_across_sections(assistant):
     result = assistant.search("exactly once transactions producer", k=10)
     per_section: dict[tuple, int] = {}

@@ -52,6 +52,7 @@ def inspected(monkeypatch) -> list[tuple]:
 
 
 def _only_tune(seen: list[tuple], golden, allowed_extra: set[tuple] = frozenset()) -> None:
+    assert seen, "the fit asked nothing: the spy missed its way in"
     tune = {_key(i.question, i.history) for i in golden if i.part == "tune"}
     test_only = {_key(i.question, i.history) for i in golden if i.part == "test"} - tune
     assert test_only, "the seeds golden file has test-part questions"
@@ -298,15 +299,18 @@ def test_shipped_models_load_with_the_features_the_service_computes(assistant):
 
 @pytest.fixture()
 def asked(monkeypatch) -> list[tuple]:
-    """Every (question, history) a tuning script asks the assistant."""
+    """Every (question, history) a tuning script asks the assistant, directly or through an eval run."""
     seen: list[tuple] = []
-    real = Assistant.ask
 
-    def spy(self, question, history=(), **kwargs):
-        seen.append(_key(question, history))
-        return real(self, question, history, **kwargs)
+    def spying(real):
+        def spy(self, question, history=(), **kwargs):
+            seen.append(_key(question, history))
+            return real(self, question, history, **kwargs)
 
-    monkeypatch.setattr(Assistant, "ask", spy)
+        return spy
+
+    for name in ("ask", "ask_and_search"):
+        monkeypatch.setattr(Assistant, name, spying(getattr(Assistant, name)))
     return seen
 
 
@@ -357,13 +361,13 @@ def test_held_out_tuning_asks_each_tuning_question_of_the_half_index_that_did_no
     (tmp_path / "half-1").symlink_to(seeds_index, target_is_directory=True)
     halves = (tmp_path / "half-0", tmp_path / "half-1")
     asked: list[tuple[tuple, Path]] = []
-    real = Assistant.ask
+    real = Assistant.ask_and_search
 
     def spy(self, question, history=(), **kwargs):
         asked.append((_key(question, history), Path(self.settings.index_dir)))
         return real(self, question, history, **kwargs)
 
-    monkeypatch.setattr(Assistant, "ask", spy)
+    monkeypatch.setattr(Assistant, "ask_and_search", spy)
     report = tmp_path / "held_out_tuning.md"
     argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--half-indexes", *map(str, halves)]
     assert held_out_tuning.main([*argv, "--report", str(report)]) == 0
