@@ -252,10 +252,14 @@ class Assistant:
         if answerer not in ANSWERERS:
             raise QuestionError(f"Unknown answerer {answerer!r}: use one of {', '.join(ANSWERERS)}")
         k = self.settings.top_k if top_k is None else top_k
+        depth = k
+        if ranking is not None:
+            check_question(question, history, k)  # a bad top_k gets its message, not a failed max()
+            depth = max(k, ranking_depth)
         prepared = self._prepare(
             question,
             history,
-            max(k, ranking_depth),
+            depth,
             retrieval or self.settings.retrieval_mode,
             use_llm=answerer == "llm",
         )

@@ -76,10 +76,11 @@ def test_settings_refuse_top_k_out_of_range():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("call", ["ask", "ask_and_search"])
 @pytest.mark.parametrize("top_k", [0, -1, 51, 100_000, True, "5", 2.0])
-def test_the_service_refuses_top_k_out_of_range(assistant, top_k):
+def test_the_service_refuses_top_k_out_of_range(assistant, top_k, call):
     with pytest.raises(QuestionError, match="top_k must be a whole number from 1 to 50"):
-        assistant.ask(QUESTION, top_k=top_k)
+        getattr(assistant, call)(QUESTION, top_k=top_k)
 
 
 @pytest.mark.slow
