@@ -61,7 +61,8 @@ TASK_NOTE = (
     "questions from its knowledge base, so it lists the closest passages instead."
 )
 LLM_FALLBACK_NOTE = "The language model was unavailable: {reason} Showing the extractive answer from the passages."
-RETRIEVAL_DEPTH_PER_PASSAGE = 4  # first-stage candidates asked of each retriever per passage ranked (at least 40)
+# First-stage candidates asked of each retriever per passage ranked (each gives `Settings.candidates` at least).
+RETRIEVAL_DEPTH_PER_PASSAGE = 4
 
 
 @dataclass(frozen=True)

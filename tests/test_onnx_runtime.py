@@ -31,8 +31,8 @@ FP32_MIN_COSINE = 0.99  # the issue's bar for mixing backends; measured 0.99999
 # keeps on both machine types, so a recipe that drifts further fails here. The sample below (every third docs
 # question, 650 texts with the 627-question file) gave min 0.9877 / mean 0.9963 there, all 1068 texts 0.9892 / 0.9963.
 INT8_GUARD_MIN_COSINE, INT8_GUARD_MEAN_COSINE = 0.985, 0.996
-# Every docs question's vector took a third of the suite's slowest module and grew with the golden file; every
-# third one keeps each kind of question (pasted logs, stack traces, long and short) in the sample.
+# Every docs question's vector took a third of this module's 93 s and grew with the golden file; every third one
+# keeps each kind of question (pasted logs, stack traces, long and short) in the sample.
 DOCS_QUESTION_STEP = 3
 
 
