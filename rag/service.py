@@ -198,12 +198,7 @@ class Assistant:
         retrieval: str | None = None,
         answerer: str | None = None,
     ) -> Answer:
-        answer: Answer | None = None
-        for event in self.stream(question, history, top_k=top_k, retrieval=retrieval, answerer=answerer):
-            if isinstance(event, Answer):
-                answer = event
-        assert answer is not None
-        return answer
+        return _final_answer(self.stream(question, history, top_k=top_k, retrieval=retrieval, answerer=answerer))
 
     def stream(
         self,
@@ -230,11 +225,7 @@ class Assistant:
         the question; with the LLM answerer, for the query it rewrote): one retrieval where an eval run would
         make two. The answer is the one `ask` gives: its `top_k` passages are the first of the same ranking."""
         ranking: list[SearchResult] = []
-        answer: Answer | None = None
-        for event in self._stream(question, history, top_k, retrieval, None, ranking, depth):
-            if isinstance(event, Answer):
-                answer = event
-        assert answer is not None
+        answer = _final_answer(self._stream(question, history, top_k, retrieval, None, ranking, depth))
         return answer, ranking[0]
 
     def _stream(
@@ -406,6 +397,13 @@ class Assistant:
                 build_chat_model(s.llm_provider, s.llm_base_url, s.llm_model, s.llm_timeout_s, s.llm_temperature)
             )
         return self._llm
+
+
+def _final_answer(events: Iterator[str | Answer]) -> Answer:
+    """The `Answer` that ends a stream of events, the stream run to its end."""
+    answers = [event for event in events if isinstance(event, Answer)]
+    assert len(answers) == 1
+    return answers[0]
 
 
 def check_question(question: object, history: History, k: object) -> None:
