@@ -158,6 +158,9 @@ class Query:
     asks: tuple[str, ...] = ()
     # The identifiers the asking sentences name, not as a setting the user gives a value (`asked_identifiers`).
     asked: frozenset[str] = frozenset()
+    # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
+    # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
+    label: tuple[str, ...] = ()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -265,10 +268,26 @@ def parse_query(
         named_after=tuple(dict.fromkeys(named_after)),
         asks=() if history and is_followup(question, history) else question_asks(text),
         asked=asked_identifiers(text),
+        label=opening_label(text),
     )
 
 
 # Where a question's sentence asks a further thing: a comma, "and", "or", "but" or ";" before a question word.
+# "Product 1.2: …" or "[Product] …" on the question's first line; a pasted error's "Exception: …" is no label.
+_LABEL = re.compile(r"^\s*(?:\[([^\]\n]{1,60})\]|([A-Za-z][\w .()/+-]{0,60}?):)(?:\s|$)")
+MAX_LABEL_WORDS = 6  # longer, it is a sentence ("when I restart the broker it says: …"), not a label
+
+
+def opening_label(text: str) -> tuple[str, ...]:
+    """The words of the label the question opens with, when its first line is the user's own words."""
+    first = text.lstrip().split("\n", 1)[0]
+    match = _LABEL.match(first[:MAX_LINE_CHARS])
+    if not match or line_place(first) != "question":
+        return ()
+    words = tuple(w for w in re.split(r"[\s/]+", match.group(1) or match.group(2)) if w)
+    return words if len(words) <= MAX_LABEL_WORDS else ()
+
+
 _ASK_OPENER = r"(?:what|which|how|where|when|why|who|is|are|does|do|did|can|could|should|will|would|was|were|has|have)"
 _NEXT_ASK = re.compile(rf"(?:,\s*(?:and|or|but)\s+|,\s+|\s+(?:and|or|but)\s+|;\s*)(?={_ASK_OPENER}\b)", re.I)
 _ASKS = re.compile(rf"(?:(?:and|or|but|so|also|then)\s+)?{_ASK_OPENER}\b", re.I)

@@ -115,6 +115,7 @@ class QueryEvidence:
     unknown_names: tuple[str, ...]  # of those, the ones neither whole nor in parts in the corpus
     focus_identifiers: int
     unknown_focus_identifiers: int  # identifiers the question is about that no chunk carries
+    unknown_label_share: float  # share of the words of the question's opening label the corpus never uses
 
 
 @dataclass(frozen=True)
@@ -615,7 +616,23 @@ class Retriever:
                 and i not in stands_for
                 and i not in query.own_terms
             ),
+            unknown_label_share=self._unknown_label_share(query),
         )
+
+    def _unknown_label_share(self, query: Query) -> float:
+        """Of the words of the question's opening label ("Amazon MSK:", "franz-go producer:"), the share the
+        corpus never uses. Numbers (a version) and the user's own names do not count; a hyphenated word is
+        unknown only when a part is too: `single-broker` is two known words."""
+        unknown = []
+        for word in query.label:
+            tokens = [t for t in tokenize(word) if not _NUMBER.fullmatch(t) and t not in query.own_terms]
+            if tokens:
+                whole, *parts = tokens
+                unknown.append(
+                    not self._document_frequency(whole)
+                    and (not parts or any(not self._document_frequency(t) for t in parts))
+                )
+        return sum(unknown) / len(unknown) if unknown else 0.0
 
     def _unknown_name(self, word: str) -> bool:
         """True when the corpus does not know `word`. A CamelCase name is known by any of its parts

@@ -18,6 +18,7 @@ from rag.query import (
     is_followup,
     line_place,
     looks_like_log,
+    opening_label,
     parse_query,
     question_asks,
     reduce_to_signal,
@@ -712,3 +713,34 @@ def test_a_follow_up_has_no_asks_of_its_own():
 def test_the_identifiers_a_question_asks_about_are_those_of_its_asking_sentences(question, asked):
     assert asked_identifiers(question) == asked
     assert parse_query(question).asked == asked
+
+
+# ------------------------------------------------------------------------------------------ opening label
+
+
+@pytest.mark.parametrize(
+    ("question", "label"),
+    [
+        ("KafkaJS 2.2: the consumer crashes on rebalance", ("KafkaJS", "2.2")),
+        ("[Strimzi] how do I restart a failed task?", ("Strimzi",)),
+        ("  Go with IBM/sarama: which strategy?", ("Go", "with", "IBM", "sarama")),
+        ("Amazon MSK serverless:\nwhat is the partition limit?", ("Amazon", "MSK", "serverless")),
+    ],
+)
+def test_a_question_opening_with_a_label_names_its_subject_there(question, label):
+    assert opening_label(question) == label
+    assert parse_query(question).label == label
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "java.lang.IllegalStateException: No current assignment for partition orders-0",  # a pasted error
+        "[2024-03-01 10:12:44,120] WARN [ReplicaFetcher replicaId=2] Error in fetch",  # a log line
+        "when I restart the broker it always says: not enough replicas",  # a sentence, not a label
+        "why does my consumer lag? it says: timeout",  # the colon is not on the opening words
+        "how do I set acks",
+    ],
+)
+def test_errors_log_lines_and_sentences_are_no_label(question):
+    assert opening_label(question) == ()

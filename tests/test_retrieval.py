@@ -406,6 +406,18 @@ def test_a_quoted_resource_name_is_not_an_unknown_identifier(retriever, stage):
     assert quoted.evidence.unknown_focus_identifiers == 0 and quoted.evidence.unknown_term_share == 0.0
 
 
+def test_the_share_of_an_opening_labels_words_the_corpus_never_uses(retriever, stage):
+    """Versions and the user's own names do not count; a hyphenated word is unknown only by a part."""
+
+    def share(question: str) -> float:
+        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence.unknown_label_share
+
+    assert share("Zorblatt consumer 2.1: why does the transaction timeout hit?") == pytest.approx(0.5)
+    assert share("[zorblatt-frobber] why does the transaction timeout hit?") == 1.0
+    assert share("transaction-timeout consumer: why does it hit?") == 0.0
+    assert share("why does the transaction timeout hit Zorblatt?") == 0.0  # no label: `unknown_names` reads it
+
+
 def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
     evidence = retriever.retrieve(parse_query("How does a ShareConsumer acknowledge?"), 5, "hybrid", stage).evidence
     assert "ShareConsumer" not in evidence.unknown_names
