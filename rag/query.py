@@ -51,7 +51,8 @@ _ANAPHORA = re.compile(r"\b(it|its|it's|that|this|these|those|they|them|their|th
 _FOLLOWUP_START = re.compile(r"^\s*(and|also|what about|how about|so|then|but|ok|okay)\b", re.I)
 
 
-# Where an identifier sits in what the user typed; the first two are what the question is about.
+# Where an identifier sits in what the user typed; the first two are what the question is about. A follow-up's
+# identifiers carried from the earlier turns sit in the `conversation`: context, like a command line's.
 FOCUS_PLACES = ("question", "error")
 CONTEXT_PLACES = ("command", "frame")
 
@@ -115,7 +116,7 @@ _SENTENCE_START = re.compile(r"(?:^|(?<=[.!?:])\s+|\n+)\s*")
 @dataclass(frozen=True)
 class QueryIdentifier:
     name: str  # as `extract_identifiers` spells it (lower-cased, `code:121`)
-    place: str  # question | error | command | frame
+    place: str  # question | error | command | frame | conversation
 
     @property
     def focus(self) -> bool:
@@ -248,8 +249,11 @@ def parse_query(
     retrieval_text = reduced.text
     if history:
         retrieval_text = (rewrite or rewrite_followup)(retrieval_text, history)
+        # `rewrite_followup` appends the earlier turns' subject as context; a given rewrite (the LLM's) restates
+        # the question whole, with what it asks about.
+        carried = "conversation" if rewrite is None else "question"
         for name in extract_identifiers(retrieval_text):
-            places.setdefault(name, "question")
+            places.setdefault(name, carried)
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())
     names, openers = _names("\n".join(own_words))
     return Query(
