@@ -27,7 +27,9 @@ ABSTENTION_FEATURES = (
     # gets X": X is covered); "spring-kafka: when does MANUAL_IMMEDIATE commit?" keeps its unknown names
     "focus_match",  # a top-three passage carries an identifier the question is about
     "focus_unknown",  # share of the identifiers the question is about that no passage carries
-    "unknown_label",  # share of the words of the question's opening label ("Redpanda:") the corpus never uses
+    "unknown_label",  # share of the words of the question's opening label ("Redpanda:") the corpus never uses;
+    # as with names, the label of the user's own stack ("Spring Boot: ProducerFencedException …") does not count
+    # when everything the question is about is covered
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -57,7 +59,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         len(evidence.unknown_names) / evidence.names if evidence.names and not all_focus_covered else 0.0,
         1.0 if focus_match else 0.0,
         evidence.unknown_focus_identifiers / evidence.focus_identifiers if evidence.focus_identifiers else 0.0,
-        evidence.unknown_label_share,
+        evidence.unknown_label_share if not all_focus_covered else 0.0,
     )
 
 

@@ -120,6 +120,19 @@ def test_unknown_names_count_unless_everything_the_question_is_about_is_covered(
     assert (uncovered["unknown_names"], uncovered["focus_match"]) == (0.5, 0.0)
 
 
+def test_an_unknown_label_counts_unless_everything_the_question_is_about_is_covered():
+    """ "Redpanda: how do I create a topic?" names a subject the corpus lacks; "Spring Boot: our app gets
+    ProducerFencedException" labels the user's stack and asks about an error a passage covers."""
+    plain = _features(_ranked([make_candidate("a")], [1.0], question="Redpanda: how do I create a topic?",
+                               unknown_label_share=1.0))  # fmt: skip
+    assert plain["unknown_label"] == 1.0
+    question = "Spring Boot: our app gets ProducerFencedException, what does it mean?"
+    covered = [make_candidate("a", identifiers=("producerfencedexception",))]
+    assert _features(_ranked(covered, [1.0], question=question, unknown_label_share=1.0))["unknown_label"] == 0.0
+    uncovered = [make_candidate("b")]
+    assert _features(_ranked(uncovered, [1.0], question=question, unknown_label_share=1.0))["unknown_label"] == 1.0
+
+
 def test_a_context_identifier_is_not_a_focus_match():
     question = "$ bin/kafka-topics.sh --describe --topic orders\nERROR something went wrong"
     candidates = [make_candidate("a", identifiers=("kafka-topics",))]
