@@ -48,6 +48,7 @@ _LOG_SHAPE = re.compile(r"^\s*at\s+[\w$.]+\(|Caused by:|\b(?:ERROR|WARN|INFO)\b|
 _SIGNAL_LINE = re.compile(r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b")
 
 _ANAPHORA = re.compile(r"\b(it|its|it's|that|this|these|those|they|them|their|there|same|such|one)\b", re.I)
+_POSSESSIVE = re.compile(r"\b(?:its|their)\b", re.I)  # "and what's its default?": a property of the earlier subject
 _FOLLOWUP_START = re.compile(r"^\s*(and|also|what about|how about|so|then|but|ok|okay)\b", re.I)
 
 
@@ -249,9 +250,11 @@ def parse_query(
     retrieval_text = reduced.text
     if history:
         retrieval_text = (rewrite or rewrite_followup)(retrieval_text, history)
-        # `rewrite_followup` appends the earlier turns' subject as context; a given rewrite (the LLM's) restates
-        # the question whole, with what it asks about.
-        carried = "conversation" if rewrite is None else "question"
+        # `rewrite_followup` appends the earlier turns' subject as context: the follow-up may ask about another
+        # thing ("and without exactly-once?"). It is what the follow-up is about when the follow-up asks for
+        # something of it ("and what's its default?"), and in a given rewrite (the LLM's), which restates the
+        # question whole.
+        carried = "question" if rewrite is not None or _POSSESSIVE.search(question) else "conversation"
         for name in extract_identifiers(retrieval_text):
             places.setdefault(name, carried)
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())

@@ -340,7 +340,8 @@ class Assistant:
                     )
             return rewrite_followup(text, turns)
 
-        query = parse_query(question, history, self.settings.max_question_chars, rewrite)
+        # Without the LLM, `parse_query` rewrites a follow-up itself and keeps what it carries over as context.
+        query = parse_query(question, history, self.settings.max_question_chars, rewrite if use_llm else None)
         if query.trimmed:
             notes.insert(0, TRIMMED_NOTE)
         timings["parse"] = elapsed_ms(started)

@@ -561,16 +561,22 @@ def test_names_of_a_prose_line_that_mentions_an_error_name():
     assert "Debezium" in query.names
 
 
-def test_parse_query_with_history_rewrites_and_carries_the_subject_as_context():
-    """The earlier turns' identifiers are searched with the follow-up, as the conversation it sits in: what
-    the follow-up asks may be another thing ("and without exactly-once?"), so they do not make the passage
-    defining them the answer, as an identifier the question itself names does."""
+def test_parse_query_with_history_carries_the_subject_as_focus_when_the_follow_up_asks_for_a_property_of_it():
     query = parse_query("and what's its default?", HISTORY)
     assert query.question == "and what's its default?"
     assert query.text == rewrite_followup("and what's its default?", HISTORY)
+    assert "transaction.timeout.ms" in query.focus_identifiers
+
+
+def test_parse_query_with_history_carries_the_subject_as_context_when_the_follow_up_may_ask_another_thing():
+    """What the earlier turns name is searched with the follow-up, as the conversation it sits in: the
+    follow-up may ask about another thing ("and without exactly-once?"), so the passage defining the earlier
+    subject is not made the answer, as it is for an identifier the question itself names."""
+    query = parse_query("and when does that become a real problem?", HISTORY)
+    assert "transaction.timeout.ms" in query.text
     assert "transaction.timeout.ms" in query.context_identifiers
     assert "transaction.timeout.ms" not in query.focus_identifiers
-    named = parse_query("and is the default of max.block.ms longer than its default?", HISTORY)
+    named = parse_query("and is max.block.ms longer than that?", HISTORY)
     assert "max.block.ms" in named.focus_identifiers and "transaction.timeout.ms" in named.context_identifiers
 
 
