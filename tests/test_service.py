@@ -223,10 +223,9 @@ def test_follow_up_uses_the_conversation(assistant):
 def test_a_follow_up_about_another_thing_is_not_answered_by_the_earlier_subjects_entry(assistant):
     """The earlier turn's ProducerFencedException is searched with the follow-up as its context: the answer
     says when the exception becomes a problem, not again what it is."""
-    history = [
-        {"role": "user", "content": "Streams keeps logging ProducerFencedException after every rebalance. Is that a bug?"},
-        {"role": "assistant", "content": "Usually not: Kafka Streams replaces the fenced producer when the thread rejoins."},
-    ]
+    asked = "Streams keeps logging ProducerFencedException after every rebalance. Is that a bug?"
+    answered = "Usually not: Kafka Streams replaces the fenced producer when the thread rejoins."
+    history = [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
     answer = assistant.ask("fine, but at what point should I start worrying about it?", history)
     assert "producerfencedexception" in answer.query.lower()
     assert "persistent issue" in answer.text
