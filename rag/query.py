@@ -279,7 +279,6 @@ def parse_query(
     )
 
 
-# Where a question's sentence asks a further thing: a comma, "and", "or", "but" or ";" before a question word.
 # "Product 1.2: …" or "[Product] …" on the question's first line; a pasted error's "Exception: …" is no label.
 _LABEL = re.compile(r"^\s*(?:\[([^\]\n]{1,60})\]|([A-Za-z][\w .()/+-]{0,60}?):)(?:\s|$)")
 MAX_LABEL_WORDS = 6  # longer, it is a sentence ("when I restart the broker it says: …"), not a label
@@ -295,6 +294,7 @@ def opening_label(text: str) -> tuple[str, ...]:
     return words if len(words) <= MAX_LABEL_WORDS else ()
 
 
+# Where a question's sentence asks a further thing: a comma, "and", "or", "but" or ";" before a question word.
 _ASK_OPENER = r"(?:what|which|how|where|when|why|who|is|are|does|do|did|can|could|should|will|would|was|were|has|have)"
 _NEXT_ASK = re.compile(rf"(?:,\s*(?:and|or|but)\s+|,\s+|\s+(?:and|or|but)\s+|;\s*)(?={_ASK_OPENER}\b)", re.I)
 _ASKS = re.compile(rf"(?:(?:and|or|but|so|also|then)\s+)?{_ASK_OPENER}\b", re.I)
