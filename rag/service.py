@@ -330,18 +330,17 @@ class Assistant:
         notes: list[str] = []
         started = time.perf_counter()
 
-        def rewrite(text: str, turns: History) -> str:
-            if use_llm:
-                try:
-                    return self._llm_answerer().rewrite_query(text, turns)
-                except GenerationError as exc:
-                    notes.append(
-                        f"The language model could not rewrite the follow-up ({exc}); used the conversation's subject."
-                    )
-            return rewrite_followup(text, turns)
+        def llm_rewrite(text: str, turns: History) -> str:
+            try:
+                return self._llm_answerer().rewrite_query(text, turns)
+            except GenerationError as exc:
+                notes.append(
+                    f"The language model could not rewrite the follow-up ({exc}); used the conversation's subject."
+                )
+                return rewrite_followup(text, turns)
 
         # Without the LLM, `parse_query` rewrites a follow-up itself and keeps what it carries over as context.
-        query = parse_query(question, history, self.settings.max_question_chars, rewrite if use_llm else None)
+        query = parse_query(question, history, self.settings.max_question_chars, llm_rewrite if use_llm else None)
         if query.trimmed:
             notes.insert(0, TRIMMED_NOTE)
         timings["parse"] = elapsed_ms(started)
