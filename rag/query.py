@@ -192,9 +192,10 @@ def parse_query(
     question: str,
     history: Sequence[Mapping[str, str]] = (),
     max_chars: int = MAX_SIGNAL_CHARS,
-    rewrite: Callable[[str, Sequence[Mapping[str, str]]], str] | None = None,
+    rewrite: Callable[[str, Sequence[Mapping[str, str]]], str | None] | None = None,
 ) -> Query:
-    """The query value for `question`: the one place a question is reduced, rewritten and classified."""
+    """The query value for `question`: the one place a question is reduced, rewritten and classified.
+    `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here."""
     text = _printable(question)
     places: dict[str, str] = {}
     error_places: dict[str, str] = {}
@@ -249,12 +250,13 @@ def parse_query(
     reduced = reduce_to_signal(searched, max_chars)
     retrieval_text = reduced.text
     if history:
-        retrieval_text = (rewrite or rewrite_followup)(retrieval_text, history)
+        restated = rewrite(retrieval_text, history) if rewrite is not None else None
         # `rewrite_followup` appends the earlier turns' subject as context: the follow-up may ask about another
         # thing ("and without exactly-once?"). It is what the follow-up is about when the follow-up asks for
         # something of it ("and what's its default?"), and in a given rewrite (the LLM's), which restates the
         # question whole.
-        carried = "question" if rewrite is not None or _POSSESSIVE.search(question) else "conversation"
+        carried = "question" if restated is not None or _POSSESSIVE.search(question) else "conversation"
+        retrieval_text = restated if restated is not None else rewrite_followup(retrieval_text, history)
         for name in extract_identifiers(retrieval_text):
             places.setdefault(name, carried)
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())

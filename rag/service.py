@@ -40,7 +40,7 @@ from rag.index_store import (
     summarize,
 )
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
-from rag.query import Query, parse_query, rewrite_followup
+from rag.query import Query, parse_query
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, MAX_QUESTION_CHARS, MAX_TOP_K, Settings
@@ -330,14 +330,14 @@ class Assistant:
         notes: list[str] = []
         started = time.perf_counter()
 
-        def llm_rewrite(text: str, turns: History) -> str:
+        def llm_rewrite(text: str, turns: History) -> str | None:
             try:
                 return self._llm_answerer().rewrite_query(text, turns)
             except GenerationError as exc:
                 notes.append(
                     f"The language model could not rewrite the follow-up ({exc}); used the conversation's subject."
                 )
-                return rewrite_followup(text, turns)
+                return None  # `parse_query` rewrites it as it does without the LLM
 
         # Without the LLM, `parse_query` rewrites a follow-up itself and keeps what it carries over as context.
         query = parse_query(question, history, self.settings.max_question_chars, llm_rewrite if use_llm else None)

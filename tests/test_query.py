@@ -593,6 +593,15 @@ def test_parse_query_uses_the_given_rewrite():
     assert "max.poll.interval.ms" in query.focus_identifiers
 
 
+def test_parse_query_rewrites_itself_when_the_given_rewrite_cannot():
+    """An LLM that fails to restate the follow-up returns None: the follow-up is then rewritten and placed as
+    without an LLM, its carried identifiers context, not what it asks about."""
+    query = parse_query("and when does that become a real problem?", HISTORY, rewrite=lambda text, history: None)
+    assert query.text == rewrite_followup("and when does that become a real problem?", HISTORY)
+    assert "transaction.timeout.ms" in query.context_identifiers
+    assert "transaction.timeout.ms" not in query.focus_identifiers
+
+
 def test_parse_query_without_history_never_calls_the_rewrite():
     query = parse_query("what is acks?", rewrite=lambda text, history: pytest.fail("rewrite called"))
     assert query.text == "what is acks?"

@@ -93,6 +93,24 @@ def test_a_follow_up_is_rewritten_by_the_llm(llm_assistant: Assistant, fake_llm:
     assert "Should I raise transaction.timeout.ms?" in rewrite["messages"][-1]["content"]
 
 
+def test_a_failed_rewrite_reads_the_follow_up_as_the_extractive_path_does(
+    llm_assistant: Assistant, fake_llm: FakeLLM
+) -> None:
+    """The follow-up asks about another thing than the earlier turn's setting: when the endpoint cannot restate
+    it, the carried setting stays context, as without an LLM, instead of leading the answer."""
+    history = [
+        {"role": "user", "content": "How often does Kafka Streams commit with commit.interval.ms?"},
+        {"role": "assistant", "content": "`commit.interval.ms` sets how often Streams commits [1]."},
+    ]
+    expected = llm_assistant.ask("and without exactly-once?", history, answerer="extractive")
+    fake_llm.script(status=500)
+
+    answer = llm_assistant.ask("and without exactly-once?", history)
+
+    assert answer.answerer == "extractive" and answer.text == expected.text
+    assert any("could not rewrite the follow-up" in note for note in answer.notes), answer.notes
+
+
 def test_a_not_covered_reply_abstains(llm_assistant: Assistant, fake_llm: FakeLLM) -> None:
     fake_llm.script("The knowledge base does not cover this.")
 
