@@ -219,9 +219,17 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     if _asked_about(lead.unit, query):
         pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
     focus = query.focus_identifiers
-    if query.intent == "fact" and focus and focus <= (subject := _subject_names(lead, ranked.candidates)):
+    asked_only = focus <= query.asked  # a setting the user states with a value is their setup, not the subject
+    if (
+        query.intent == "fact"
+        and focus
+        and asked_only
+        and focus <= (subject := _subject_names(lead, ranked.candidates))
+    ):
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
-        # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121).
+        # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121). Not when
+        # the question also names what the user has ("partitioner.class=… for years: is there a better way?"):
+        # the lead is then the entry of their setting, and the answer may be another's.
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
     # Held right after the lead: the entry of each other setting or error the user asks about, and the best
     # unit for each of the question's asks.

@@ -736,6 +736,26 @@ def test_a_fact_about_the_leads_subject_takes_other_passages_only_when_they_carr
     assert ("timestamp extractor" in draft.text) is other_shown, draft.text
 
 
+@pytest.mark.parametrize(
+    ("question", "other_shown"),
+    [
+        ("what is partitioner.class for?", False),
+        # the setting is what the user has, given a value; what they ask may be answered by another entry
+        ("Our producers run with partitioner.class=RoundRobinPartitioner. What spreads keyed records now?", True),
+    ],
+)
+def test_the_one_subject_rule_reads_the_asked_identifiers_not_a_setting_the_user_states(question, other_shown):
+    axes = _Axes()
+    entry = candidate(axes, "entry", "The partitioner class decides the partition of each record.", [0.8])
+    entry = _about(entry, ("Producer config", "partitioner.class"), "partitioner.class")
+    other = candidate(axes, "other", "When set to true, the producer ignores the record key for partitioning.", [0.7])
+    other = _about(other, ("Producer config", "partitioner.ignore.keys"), "partitioner.ignore.keys")
+    draft = extract_answer(ranked([entry, other], question), shape(max_units_fact=3))
+    _check(draft)
+    assert draft.text.startswith("`partitioner.class`: The partitioner class decides"), draft.text
+    assert ("ignores the record key" in draft.text) is other_shown, draft.text
+
+
 LEANING = (
     "An idempotent producer that restarts gets a new producer id. "
     "However, the pair of producer id and sequence number stays unique, so brokers drop duplicate writes. "
