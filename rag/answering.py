@@ -169,7 +169,13 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # The reference entry of the setting or error the question names answers it, whatever else scores
     # higher: from the first passage, or else from the next ones ("default of acks" when the first
     # passage is another setting's entry that mentions acks).
-    named = [u for u in scored if u.candidate_index < NAMED_LEAD_PASSAGES and _asked_about(u.unit, query)]
+    # Not the entry of what the user only says they have ("… with processing.guarantee=exactly_once_v2, how
+    # often does Streams commit?"): their setup, named outside the sentences that ask.
+    named = [
+        u
+        for u in scored
+        if u.candidate_index < NAMED_LEAD_PASSAGES and _asked_about(u.unit, query) and not _of_setup(u.unit, query)
+    ]
     lead_pool = [u for u in named if u.candidate_index == 0] or named or lead_pool
     lead = max(lead_pool, key=lambda u: u.score)
     # Of two entries for the same name, the one under a heading of that name is the reference: the producer's
@@ -678,6 +684,12 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     if unit.kind == "row":  # not a key's parts: `min.insync.replicas`
         own |= {token for token in tokenize(unit.parts[-1]) if token.isalnum()}
     return named or bool(query.focus_identifiers & own)
+
+
+def _of_setup(unit: EvidenceUnit, query: Query) -> bool:
+    """The entry is about identifiers the question names only outside its asking sentences (`Query.asked`)."""
+    own = _entry_identifiers(unit)
+    return bool(own) and own <= query.focus_identifiers - query.asked
 
 
 def _entry_identifiers(unit: EvidenceUnit) -> set[str]:

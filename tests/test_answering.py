@@ -412,6 +412,28 @@ def test_the_entry_of_the_setting_the_question_names_leads_the_answer():
     assert "Default: all" in _units(draft.text)[0], draft.text
 
 
+GUARANTEE = "\n".join(
+    ["The processing guarantee that should be used.", "", "Type: | string", "Default: | at_least_once"]
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "leader"),
+    [
+        ("what does processing.guarantee control?", "`processing.guarantee`: "),
+        # the setting is what the user has, given a value; what they ask is answered by the passage ranked first
+        ("We run with processing.guarantee=exactly_once_v2. How often does Streams commit?", "Streams commits"),
+    ],
+)
+def test_the_entry_of_a_setting_the_user_only_says_they_have_does_not_take_the_lead(question, leader):
+    axes = _Axes()
+    prose = candidate(axes, "commit", "Streams commits every 100 ms under exactly-once.", [0.5])
+    entry = candidate(axes, "guarantee", GUARANTEE, [0.4], heading="processing.guarantee")
+    draft = extract_answer(ranked([prose, entry], question), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.startswith(leader), draft.text
+
+
 RENAMES = "\n".join(["Field rename mappings.", "", "Type: | list", 'Default: | ""', "Importance: | medium"])
 
 
