@@ -225,7 +225,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     if _asked_about(lead.unit, query):
         pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
     focus = query.focus_identifiers
-    asked_only = focus <= query.asked  # a setting the user states with a value is their setup, not the subject
+    asked_only = not query.setup_identifiers  # a setting the user says they have is not the subject
     if (
         query.intent == "fact"
         and focus
@@ -687,9 +687,9 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
 
 
 def _of_setup(unit: EvidenceUnit, query: Query) -> bool:
-    """The entry is about identifiers the question names only outside its asking sentences (`Query.asked`)."""
+    """The entry is about what the user says they have (`Query.setup_identifiers`)."""
     own = _entry_identifiers(unit)
-    return bool(own) and own <= query.focus_identifiers - query.asked
+    return bool(own) and own <= query.setup_identifiers
 
 
 def _entry_identifiers(unit: EvidenceUnit) -> set[str]:

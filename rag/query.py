@@ -163,6 +163,8 @@ class Query:
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
     # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
     label: tuple[str, ...] = ()
+    # The identifiers the user's own lines give a value (`retention.ms=3600000`, `"tasks.max": "4"`).
+    valued: frozenset[str] = frozenset()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -171,6 +173,12 @@ class Query:
     @property
     def context_identifiers(self) -> frozenset[str]:
         return frozenset(i.name for i in self.identifiers if not i.focus) - self.focus_identifiers
+
+    @property
+    def setup_identifiers(self) -> frozenset[str]:
+        """What the user says they have, not what they ask: the settings they give a value that no asking
+        sentence names ("We run with processing.guarantee=exactly_once_v2. How often does Streams commit?")."""
+        return self.valued - self.asked
 
 
 def line_place(line: str) -> str:
@@ -202,6 +210,7 @@ def parse_query(
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
     own_words: list[str] = []
     own_terms: set[str] = set()
+    valued: set[str] = set()
     named_after: list[tuple[str, str]] = []
     messages: list[str] = []
     phrases: dict[str, str] = {}
@@ -221,6 +230,7 @@ def parse_query(
         if place == "question":
             own_words.append(line)
             own_terms.update(t for value in _QUOTED_NAME.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))
+            valued.update(i for key in _GIVEN_VALUE.findall(line[:MAX_LINE_CHARS]) for i in extract_identifiers(key))
             own_terms.update(
                 t
                 for value in _NAMED.findall(line[:MAX_LINE_CHARS])
@@ -277,6 +287,7 @@ def parse_query(
         named_after=tuple(dict.fromkeys(named_after)),
         asks=() if history and is_followup(question, history) else question_asks(text),
         asked=asked_identifiers(text),
+        valued=frozenset(valued),
         label=opening_label(text),
     )
 
@@ -321,14 +332,15 @@ def question_asks(text: str) -> tuple[str, ...]:
 
 def asked_identifiers(text: str) -> frozenset[str]:
     """The identifiers the user's asking sentences name (those ending in "?", else the last one), other than
-    as a setting given a value: "should I raise fetch.min.bytes or fetch.max.wait.ms?" asks about both, where
-    "(retention.ms=604800000)" in a sentence before it says what the user has set."""
+    as a setting given a value (`_GIVEN_VALUE`): "should I raise fetch.min.bytes or fetch.max.wait.ms?" asks
+    about both, where "(retention.ms=604800000)" in a sentence before it says what the user has set."""
     sentences = _own_sentences(text)
     asking = [s for s in sentences if s.rstrip().endswith("?")] or sentences[-1:]
-    return frozenset(extract_identifiers(_SET_VALUE.sub(" ", " ".join(asking))))
+    return frozenset(extract_identifiers(_GIVEN_VALUE.sub(" ", " ".join(asking))))
 
 
-_SET_VALUE = re.compile(r"\S+\s*=\s*\S+")
+# A key given a value: `key=value` (properties, a command's --config), `"key": "value"` (JSON), `key: value` (YAML).
+_GIVEN_VALUE = re.compile(r"""["']?([\w.-]+)["']?\s*(?:=|:(?=[ \t]))\s*["']?[^\s"',]""")
 
 
 def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:

@@ -37,7 +37,7 @@ RANK_FEATURES = (
     "term_coverage",  # IDF-weighted share of the question's terms in the chunk
     "focus_identifier",  # IDF-weighted share of the identifiers the question is about that the chunk carries
     "context_identifier",  # the same for identifiers that only sit in a pasted command line or stack frame
-    "defines_identifier",  # the chunk defines a focus identifier (in its heading or a table row's first cell)
+    "defines_identifier",  # the chunk defines a focus identifier, not the user's setup (heading or row's first cell)
     "position",  # where the chunk starts in its document, 0 (top) to 1 (end)
 )
 

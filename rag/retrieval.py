@@ -539,6 +539,8 @@ class Retriever:
         total_weight = sum(weights.values()) or 1.0
         focus = {i: idf(i) for i in query.focus_identifiers}
         context = {i: idf(i) for i in query.context_identifiers}
+        # The entry of a setting the user only says they have is no answer for being its definition.
+        defining = focus.keys() - query.setup_identifiers
         best_bm25 = max((float(per_row.lexical[row]) for row in order), default=0.0) or 1.0
         heading_counts = {row: _heading_terms(" ".join(per_row.records[row]["section_path"])) for row in order}
         heading = {row: self._heading_bm25(heading_counts[row], weights) for row in order}
@@ -558,7 +560,7 @@ class Retriever:
                     sum(weights[t] for t in per_row.matched_terms[row]) / total_weight,
                     _share(focus, per_row.carried[row]),
                     _share(context, per_row.carried[row]),
-                    1.0 if focus.keys() & set(per_row.records[row]["defined"]) else 0.0,
+                    1.0 if defining & set(per_row.records[row]["defined"]) else 0.0,
                     float(self._position[row]),
                 )
             )

@@ -765,3 +765,20 @@ def test_a_question_opening_with_a_label_names_its_subject_there(question, label
 )
 def test_errors_log_lines_and_sentences_are_no_label(question):
     assert opening_label(question) == ()
+
+
+@pytest.mark.parametrize(
+    ("question", "setup"),
+    [
+        ("We run with processing.guarantee=exactly_once_v2. How often does Streams commit?", {"processing.guarantee"}),
+        ('Connector config: {"tasks.max": "4"}\nWhy does it run one task only?', {"tasks.max"}),
+        ("compose env:\n  segment.ms: 3600000\nwhy do old segments stay?", {"segment.ms"}),
+        # an error the user names in prose is what they ask about, whichever sentence asks
+        ("INVALID_RECORD_STATE keeps showing up in our logs. What is going on?", set()),
+        # a setting an asking sentence names is asked about, even with a value elsewhere
+        ("We set retention.ms=3600000. Why does retention.ms not delete anything?", set()),
+        ("what does commit.interval.ms do?", set()),
+    ],
+)
+def test_the_settings_a_user_gives_a_value_outside_the_asking_sentences_are_their_setup(question, setup):
+    assert parse_query(question).setup_identifiers == setup

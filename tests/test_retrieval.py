@@ -158,6 +158,18 @@ def test_a_focus_identifier_puts_its_passage_first(retriever, stage):
     assert first.feature("defines_identifier") == 1.0  # the page's heading path names the error
 
 
+def test_the_entry_of_a_setting_the_user_only_says_they_have_is_not_marked_as_defining_it(retriever, stage):
+    """The seeds' EOS section defines `commit.interval.ms`: for a question about the setting, not for one that
+    gives it as the user's setup and asks about something else."""
+    asked = retriever.retrieve(parse_query("What does commit.interval.ms do?"), 20, "hybrid", stage)
+    assert any(c.feature("defines_identifier") == 1.0 for c in asked.candidates)
+    setup = parse_query("We run with commit.interval.ms=100. Why do our output records arrive in bursts?")
+    pool = retriever.retrieve(setup, 20, "hybrid", stage)
+    assert setup.focus_identifiers == {"commit.interval.ms"}  # still what the question names
+    carriers = [c for c in pool.candidates if c.feature("focus_identifier") > 0]
+    assert carriers and all(c.feature("defines_identifier") == 0.0 for c in pool.candidates)
+
+
 def test_a_camel_case_name_the_corpus_holds_is_an_identifier_the_question_is_about(retriever, stage):
     """`RocksDB` matches no identifier pattern, yet the seeds hold it as a word: the question is about it,
     as about a key, and the chunks holding it are candidates; `ZorbFlux`, which no chunk holds, is not."""
