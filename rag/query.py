@@ -340,7 +340,9 @@ def asked_identifiers(text: str) -> frozenset[str]:
 
 
 # A key given a value: `key=value` (properties, a command's --config), `"key": "value"` (JSON), `key: value` (YAML).
-_GIVEN_VALUE = re.compile(r"""["']?([\w.-]+)["']?\s*(?:=|:(?=[ \t]))\s*["']?[^\s"',]""")
+# Matched from a word's start only and without backtracking into it, so a long run of word characters costs
+# linear time.
+_GIVEN_VALUE = re.compile(r"""(?<![\w.-])["']?([\w.-]++)["']?\s*(?:=|:(?=[ \t]))\s*["']?[^\s"',]""")
 
 
 def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
