@@ -169,8 +169,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # The reference entry of the setting or error the question names answers it, whatever else scores
     # higher: from the first passage, or else from the next ones ("default of acks" when the first
     # passage is another setting's entry that mentions acks).
-    # Not the entry of what the user only says they have ("… with processing.guarantee=exactly_once_v2, how
-    # often does Streams commit?"): their setup, named outside the sentences that ask.
+    # Not the entry of a setting the user only says they have ("… with processing.guarantee=exactly_once_v2,
+    # how often does Streams commit?"): their setup (`Query.setup_identifiers`).
     named = [
         u
         for u in scored
@@ -225,17 +225,16 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     if _asked_about(lead.unit, query):
         pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
     focus = query.focus_identifiers
-    asked_only = not query.setup_identifiers  # a setting the user says they have is not the subject
     if (
         query.intent == "fact"
         and focus
-        and asked_only
+        and not query.setup_identifiers
         and focus <= (subject := _subject_names(lead, ranked.candidates))
     ):
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
         # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121). Not when
-        # the question also names what the user has ("partitioner.class=… for years: is there a better way?"):
-        # the lead is then the entry of their setting, and the answer may be another's.
+        # the question names the user's setup ("partitioner.class=… for years: is there a better way?"): the
+        # lead may then be their setting's entry, and the answer another's.
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
     # Held right after the lead: the entry of each other setting or error the user asks about, and the best
     # unit for each of the question's asks.
