@@ -30,6 +30,8 @@ ABSTENTION_FEATURES = (
     "unknown_label",  # share of the words of the question's opening label ("Redpanda:") the corpus never uses;
     # as with names, the label of the user's own stack ("Spring Boot: ProducerFencedException …") does not count
     # when everything the question is about is covered
+    "asked_unknown_names",  # share of the asking sentences' names the corpus never mentions, with no exception:
+    # "Can I set X in a custom MSK configuration?" asks about MSK, however well X is covered
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -60,6 +62,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         1.0 if focus_match else 0.0,
         evidence.unknown_focus_identifiers / evidence.focus_identifiers if evidence.focus_identifiers else 0.0,
         evidence.unknown_label_share if not all_focus_covered else 0.0,
+        evidence.unknown_asked_name_share,
     )
 
 

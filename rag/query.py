@@ -160,6 +160,9 @@ class Query:
     asks: tuple[str, ...] = ()
     # The identifiers the asking sentences name, not as a setting the user gives a value (`asked_identifiers`).
     asked: frozenset[str] = frozenset()
+    # The name-like words of the asking sentences (`asked_names`): a product the corpus never mentions there
+    # ("Can I set X in a custom MSK configuration?") is what the user asks about, not where their error came from.
+    asked_names: tuple[str, ...] = ()
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
     # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
     label: tuple[str, ...] = ()
@@ -287,6 +290,7 @@ def parse_query(
         named_after=tuple(dict.fromkeys(named_after)),
         asks=() if history and is_followup(question, history) else question_asks(text),
         asked=asked_identifiers(text),
+        asked_names=asked_names(text),
         valued=frozenset(valued),
         label=opening_label(text),
     )
@@ -331,12 +335,23 @@ def question_asks(text: str) -> tuple[str, ...]:
 
 
 def asked_identifiers(text: str) -> frozenset[str]:
-    """The identifiers the user's asking sentences name (those ending in "?", else the last one), other than
-    as a setting given a value (`_GIVEN_VALUE`): "should I raise fetch.min.bytes or fetch.max.wait.ms?" asks
-    about both, where "(retention.ms=604800000)" in a sentence before it says what the user has set."""
+    """The identifiers the user's asking sentences name (`_asking_sentences`), other than as a setting given a
+    value (`_GIVEN_VALUE`): "should I raise fetch.min.bytes or fetch.max.wait.ms?" asks about both, where
+    "(retention.ms=604800000)" in a sentence before it says what the user has set."""
+    return frozenset(extract_identifiers(_GIVEN_VALUE.sub(" ", " ".join(_asking_sentences(text)))))
+
+
+def asked_names(text: str) -> tuple[str, ...]:
+    """The name-like words of the user's asking sentences, their capitalised first words included (retrieval
+    counts those only when the corpus never uses them, as it does for `Query.opening_names`)."""
+    names, openers = _names("\n".join(_asking_sentences(text)))
+    return tuple(dict.fromkeys(names + openers))
+
+
+def _asking_sentences(text: str) -> list[str]:
+    """The user's own sentences that ask (those ending in "?"), else their last one."""
     sentences = _own_sentences(text)
-    asking = [s for s in sentences if s.rstrip().endswith("?")] or sentences[-1:]
-    return frozenset(extract_identifiers(_GIVEN_VALUE.sub(" ", " ".join(asking))))
+    return [s for s in sentences if s.rstrip().endswith("?")] or sentences[-1:]
 
 
 # A key given a value: `key=value` (properties, a command's --config), `"key": "value"` (JSON), `key: value` (YAML).
@@ -357,10 +372,16 @@ def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
 
 
 def _own_sentences(text: str) -> list[str]:
-    """The sentences of the user's own lines: not pasted logs, commands, stack frames or fenced blocks."""
-    lines = _lines_and_fences(text)
-    own = [line[:MAX_LINE_CHARS] for line, fenced in lines if not fenced and line_place(line) == "question"]
-    return [s for s in _SENTENCE_END.split(" ".join(own)[:MAX_ASK_CHARS]) if s.strip()]
+    """The sentences of the user's own lines: not pasted logs, commands, stack frames or fenced blocks. A paste
+    ends the sentence before it ("Load-testing an SQS connector:" + log + "Which setting is that?" are two)."""
+    runs: list[list[str]] = [[]]  # the user's consecutive lines, one run between two pastes
+    for line, fenced in _lines_and_fences(text):
+        if not fenced and line_place(line) == "question":
+            runs[-1].append(line[:MAX_LINE_CHARS])
+        elif runs[-1]:
+            runs.append([])
+    own = "\n".join(" ".join(run) for run in runs if run)[:MAX_ASK_CHARS]
+    return [s for run in own.split("\n") for s in _SENTENCE_END.split(run) if s.strip()]
 
 
 def message_words(text: str) -> str:

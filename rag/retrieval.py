@@ -116,6 +116,7 @@ class QueryEvidence:
     focus_identifiers: int
     unknown_focus_identifiers: int  # identifiers the question is about that no chunk carries
     unknown_label_share: float  # share of the words of the question's opening label the corpus never uses
+    unknown_asked_name_share: float  # share of the asking sentences' names the corpus never mentions
 
 
 @dataclass(frozen=True)
@@ -619,7 +620,22 @@ class Retriever:
                 and i not in query.own_terms
             ),
             unknown_label_share=self._unknown_label_share(query),
+            unknown_asked_name_share=self._unknown_asked_name_share(query),
         )
+
+    def _unknown_asked_name_share(self, query: Query) -> float:
+        """Of the names the asking sentences use (`Query.asked_names`), the share the corpus never mentions. A
+        sentence's capitalised first word counts only when unknown, and a name of the user's own resources
+        (`Query.own_terms`) not at all."""
+        unknown = counted = 0
+        for name in query.asked_names:
+            if set(tokenize(name)) <= query.own_terms:
+                continue
+            lacking = self._unknown_name(name)
+            if lacking or name not in query.opening_names:
+                counted += 1
+                unknown += lacking
+        return unknown / counted if counted else 0.0
 
     def _unknown_label_share(self, query: Query) -> float:
         """Of the words of the question's opening label ("Amazon MSK:", "franz-go producer:"), the share the

@@ -133,6 +133,16 @@ def test_an_unknown_label_counts_unless_everything_the_question_is_about_is_cove
     assert _features(_ranked(uncovered, [1.0], question=question, unknown_label_share=1.0))["unknown_label"] == 1.0
 
 
+def test_an_unknown_name_in_the_asking_sentence_counts_even_when_the_question_is_covered():
+    """ "Can I set message.timestamp.before.max.ms in a custom MSK configuration?" asks about MSK, whose rules
+    no passage gives, however well the setting is covered: unlike `unknown_names`, no exception."""
+    question = "Can I set message.timestamp.before.max.ms in a custom MSK configuration?"
+    covered = [make_candidate("a", identifiers=("message.timestamp.before.max.ms",))]
+    features = _features(_ranked(covered, [1.0], question=question, names=1, unknown_names=("MSK",),
+                                 unknown_asked_name_share=1.0))  # fmt: skip
+    assert (features["focus_match"], features["unknown_names"], features["asked_unknown_names"]) == (1.0, 0.0, 1.0)
+
+
 def test_a_context_identifier_is_not_a_focus_match():
     question = "$ bin/kafka-topics.sh --describe --topic orders\nERROR something went wrong"
     candidates = [make_candidate("a", identifiers=("kafka-topics",))]

@@ -747,6 +747,39 @@ def test_the_identifiers_a_question_asks_about_are_those_of_its_asking_sentences
     assert parse_query(question).asked == asked
 
 
+def test_a_paste_ends_the_sentence_before_it():
+    """The lead-in of a paste is no part of the question asked after it: here the asking sentence names
+    neither the user's connector nor its cluster, and a setting given a value before the paste is setup."""
+    question = (
+        "Load-testing an SQS source connector on our Connect cluster with offset.flush.timeout.ms=5000:\n"
+        "```\nWorkerSourceTask{id=test-1} Failed to flush, timed out while waiting for producer to flush\n```\n"
+        "Which worker settings control how long it waits here?"
+    )
+    query = parse_query(question)
+    assert query.asked_names == ("Which",)
+    assert query.asked == frozenset()
+    joined = question.replace("\n```\nWorkerSourceTask{id=test-1} Failed to flush, timed out while waiting for "
+                              "producer to flush\n```\n", " ")  # fmt: skip
+    assert set(parse_query(joined).asked_names) >= {"SQS", "Connect"}  # no paste between: one sentence
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        # The product the user asks about, not the stack they run: only the asking sentence's names.
+        (
+            "Our Spring Boot service writes to a three-broker cluster. Can I set message.timestamp.before.max.ms "
+            "in a custom MSK configuration?",
+            ("MSK", "Can"),
+        ),
+        ("Redpanda: what's the rpk command to create a topic?", ("Redpanda",)),
+        ("why is my consumer lagging", ()),
+    ],
+)
+def test_the_names_a_question_asks_about_are_those_of_its_asking_sentences(question, names):
+    assert parse_query(question).asked_names == names
+
+
 # ------------------------------------------------------------------------------------------ opening label
 
 

@@ -67,6 +67,7 @@ def make_pool(
         "focus_identifiers": len(query.focus_identifiers),
         "unknown_focus_identifiers": 0,
         "unknown_label_share": 0.0,
+        "unknown_asked_name_share": 0.0,
     } | evidence
     return CandidatePool(query, mode, tuple(candidates), QueryEvidence(**fields), {})
 
