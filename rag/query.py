@@ -296,8 +296,12 @@ def parse_query(
     )
 
 
-# "Product 1.2: …" or "[Product] …" on the question's first line; a pasted error's "Exception: …" is no label.
-_LABEL = re.compile(r"^\s*(?:\[([^\]\n]{1,60})\]|([A-Za-z][\w .()/+-]{0,60}?):)(?:\s|$)")
+# "Product 1.2: …", "[Product] …" or "In Product, …" (up to four words) on the question's first line; a pasted
+# error's "Exception: …" is no label.
+_LABEL = re.compile(
+    r"^\s*(?:\[([^\]\n]{1,60})\](?:\s|$)|([A-Za-z][\w .()/+-]{0,60}?):(?:\s|$)"
+    r"|(?:In|With|Using)\s+(?:the\s+)?([A-Za-z][\w.()/+-]{0,40}(?:\s[\w.()/+-]{1,40}){0,3}),\s)"
+)
 MAX_LABEL_WORDS = 6  # longer, it is a sentence ("when I restart the broker it says: …"), not a label
 
 
@@ -307,7 +311,7 @@ def opening_label(text: str) -> tuple[str, ...]:
     match = _LABEL.match(first[:MAX_LINE_CHARS])
     if not match or line_place(first) != "question":
         return ()
-    words = tuple(w for w in re.split(r"[\s/]+", match.group(1) or match.group(2)) if w)
+    words = tuple(w for w in re.split(r"[\s/]+", next(g for g in match.groups() if g)) if w)
     return words if len(words) <= MAX_LABEL_WORDS else ()
 
 
@@ -343,9 +347,26 @@ def asked_identifiers(text: str) -> frozenset[str]:
 
 def asked_names(text: str) -> tuple[str, ...]:
     """The name-like words of the user's asking sentences, their capitalised first words included (retrieval
-    counts those only when the corpus never uses them, as it does for `Query.opening_names`)."""
+    counts those only when the corpus never uses them, as it does for `Query.opening_names`). A name the user
+    calls theirs anywhere in their own words is their stack, not what they ask about: "Which producer metrics
+    in our Datadog feed …?", "… on these RHEL boxes?" (against "in a custom MSK configuration")."""
     names, openers = _names("\n".join(_asking_sentences(text)))
-    return tuple(dict.fromkeys(names + openers))
+    owned = frozenset().union(*map(_owned_names, _own_sentences(text)))
+    return tuple(name for name in dict.fromkeys(names + openers) if name not in owned)
+
+
+# Up to two words between a possessive or demonstrative and the name it calls the user's: "our legacy PHP consumers".
+_OWNER_BEFORE = re.compile(r"\b(?:our|my|these|those|this)\s+(?:[\w.()/+-]+\s+){0,2}$", re.I)
+OWNER_LOOKBACK_CHARS = 60
+
+
+def _owned_names(sentence: str) -> frozenset[str]:
+    """The names that `_OWNER_BEFORE` marks as the user's own in `sentence`."""
+    return frozenset(
+        match.group(0)
+        for match in _NAME.finditer(sentence)
+        if _OWNER_BEFORE.search(sentence[max(0, match.start() - OWNER_LOOKBACK_CHARS) : match.start()])
+    )
 
 
 def _asking_sentences(text: str) -> list[str]:

@@ -282,13 +282,24 @@ def test_a_metric_named_beside_the_users_monitoring_stack_is_answered_from_its_r
                 "only 'Confluent' is unknown and the question looks covered",
             ),
         ),
+        # another product's rules for a setting the docs cover: the asking sentence names a product they never do
+        "Does Amazon MSK let me change unclean.leader.election.enable in a custom MSK configuration?",
+        "Does Redpanda honour min.insync.replicas when acks=all?",
     ],
-    ids=["translate", "schema-registry"],
+    ids=["translate", "schema-registry", "managed-service-setting", "other-broker-setting"],
 )
 def test_out_of_scope_questions_abstain(docs, question):
     answer = docs.ask(question)
     assert answer.abstained, shown(answer)
     assert answer.citations == ()
+
+
+def test_the_users_framework_named_in_the_asking_sentence_does_not_decline_a_covered_setting(docs):
+    """ "in Spring Kafka" names a framework the docs never mention, in the sentence that asks; the setting it
+    asks about is covered, and its row answers."""
+    answer = docs.ask("How do I set max.poll.interval.ms in Spring Kafka?")
+    assert not answer.abstained, shown(answer)
+    assert "max.poll.interval.ms" in answer.text.split("\n\n")[0], shown(answer)
 
 
 @pytest.mark.parametrize(
