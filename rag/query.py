@@ -357,16 +357,24 @@ def asked_names(text: str) -> tuple[str, ...]:
 
 # Up to two words between a possessive or demonstrative and the name it calls the user's: "our legacy PHP consumers".
 _OWNER_BEFORE = re.compile(r"\b(?:our|my|these|those|this)\s+(?:[\w.()/+-]+\s+){0,2}$", re.I)
+# A first person saying what they use, in the order of a statement: "We use Debezium", "I'm running a Quarkus app"
+# (the word before the pronoun, if any, is checked apart: "Can we run ksqlDB …?" asks about ksqlDB).
+_USER_BEFORE = re.compile(r"(?:^|\b([\w']+)\s+)(?:we|i)(?:'re|'m)?\s+[a-z]+\s+(?:(?:a|an|the)\s+)?$", re.I)
 OWNER_LOOKBACK_CHARS = 60
 
 
 def _owned_names(sentence: str) -> frozenset[str]:
-    """The names that `_OWNER_BEFORE` marks as the user's own in `sentence`."""
-    return frozenset(
-        match.group(0)
-        for match in _NAME.finditer(sentence)
-        if _OWNER_BEFORE.search(sentence[max(0, match.start() - OWNER_LOOKBACK_CHARS) : match.start()])
-    )
+    """The names that `_OWNER_BEFORE` or `_USER_BEFORE` mark as the user's own in `sentence`."""
+    return frozenset(match.group(0) for match in _NAME.finditer(sentence) if _owned(sentence[: match.start()]))
+
+
+def _owned(before: str) -> bool:
+    """Whether the words just `before` a name call it the user's."""
+    near = before[-OWNER_LOOKBACK_CHARS:]
+    if _OWNER_BEFORE.search(near):
+        return True
+    user = _USER_BEFORE.search(near)
+    return user is not None and not (user.group(1) and _ASKS.fullmatch(user.group(1)))
 
 
 def _asking_sentences(text: str) -> list[str]:

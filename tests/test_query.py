@@ -778,6 +778,11 @@ def test_a_paste_ends_the_sentence_before_it():
         ("Which producer metrics in our Datadog feed show the queue time?", ("Which",)),
         ("Our legacy PHP consumers read `clicks`. Can the Zorblatt PHP consumers read it?", ("Zorblatt", "Can")),
         ("This quarter we stay on ext4. Which mount options help?", ("Which",)),  # "this" owns no later sentence
+        # So is a name the user says they use, in a statement's order; asked about, it is the subject.
+        ("We use Zorblatt and see INVALID_RECORD_STATE, why?", ("We",)),
+        ("I'm running a Zorblatt app, which setting limits the fetch size?", ()),
+        ("Can we run Zorblatt pull queries against a stream?", ("Zorblatt", "Can")),
+        ("Why do we use Zorblatt?", ("Zorblatt", "Why")),
     ],
 )
 def test_the_names_a_question_asks_about_are_those_of_its_asking_sentences(question, names):
