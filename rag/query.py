@@ -15,6 +15,7 @@ stack frame). Retrieval, ranking, answering and abstention all read this one val
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -160,8 +161,9 @@ class Query:
     asks: tuple[str, ...] = ()
     # The identifiers the asking sentences name, not as a setting the user gives a value (`asked_identifiers`).
     asked: frozenset[str] = frozenset()
-    # The name-like words of the asking sentences (`asked_names`): a product the corpus never mentions there
-    # ("Can I set X in a custom MSK configuration?") is what the user asks about, not where their error came from.
+    # The name-like words of the asking sentences (`asked_names`), but those the user calls theirs ("our Datadog
+    # feed"): a product the corpus never mentions there ("Can I set X in a custom MSK configuration?") is what the
+    # user asks about.
     asked_names: tuple[str, ...] = ()
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
     # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
@@ -380,7 +382,7 @@ def _owned(before: str) -> bool:
 def _asking_sentences(text: str) -> list[str]:
     """The user's own sentences that ask (those ending in "?"), else their last one."""
     sentences = _own_sentences(text)
-    return [s for s in sentences if s.rstrip().endswith("?")] or sentences[-1:]
+    return [s for s in sentences if s.rstrip().endswith("?")] or list(sentences[-1:])
 
 
 # A key given a value: `key=value` (properties, a command's --config), `"key": "value"` (JSON), `key: value` (YAML).
@@ -400,9 +402,11 @@ def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
             yield line, fenced
 
 
-def _own_sentences(text: str) -> list[str]:
+@functools.lru_cache(maxsize=4)
+def _own_sentences(text: str) -> tuple[str, ...]:
     """The sentences of the user's own lines: not pasted logs, commands, stack frames or fenced blocks. A paste
-    ends the sentence before it ("Load-testing an SQS connector:" + log + "Which setting is that?" are two)."""
+    ends the sentence before it ("Load-testing an SQS connector:" + log + "Which setting is that?" are two).
+    Cached: parsing one question reads them for its asks, its asked identifiers and names, and their owners."""
     runs: list[list[str]] = [[]]  # the user's consecutive lines, one run between two pastes
     for line, fenced in _lines_and_fences(text):
         if not fenced and line_place(line) == "question":
@@ -410,7 +414,7 @@ def _own_sentences(text: str) -> list[str]:
         elif runs[-1]:
             runs.append([])
     own = "\n".join(" ".join(run) for run in runs if run)[:MAX_ASK_CHARS]
-    return [s for run in own.split("\n") for s in _SENTENCE_END.split(run) if s.strip()]
+    return tuple(s for run in own.split("\n") for s in _SENTENCE_END.split(run) if s.strip())
 
 
 def message_words(text: str) -> str:
