@@ -817,7 +817,7 @@ def test_a_question_opening_with_a_label_names_its_subject_there(question, label
         "when I restart the broker it always says: not enough replicas",  # a sentence, not a label
         "why does my consumer lag? it says: timeout",  # the colon is not on the opening words
         "how do I set acks",
-        "In my tests the consumer keeps rebalancing, why?",  # no comma after the opening words
+        "In my tests the consumer keeps rebalancing, why?",  # six words before the comma: a clause, not a label
     ],
 )
 def test_errors_log_lines_and_sentences_are_no_label(question):
