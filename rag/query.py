@@ -373,6 +373,8 @@ def _owned_names(sentence: str) -> frozenset[str]:
 def _owned(before: str) -> bool:
     """Whether the words just `before` a name call it the user's."""
     near = before[-OWNER_LOOKBACK_CHARS:]
+    if len(before) > OWNER_LOOKBACK_CHARS:  # a word cut by the window is no word: "flavour" is not "our"
+        near = near.partition(" ")[2]
     if _OWNER_BEFORE.search(near):
         return True
     user = _USER_BEFORE.search(near)

@@ -789,6 +789,12 @@ def test_the_names_a_question_asks_about_are_those_of_its_asking_sentences(quest
     assert parse_query(question).asked_names == names
 
 
+def test_a_word_cut_by_the_owner_window_calls_nothing_the_users():
+    """Only the last 60 characters before a name are read for its owner; "flavour" cut to "our" owns nothing."""
+    question = "Which setting limits the flav" + "our " + "a" * 27 + " " + "b" * 27 + " Zorblatt lag?"
+    assert "Zorblatt" in parse_query(question).asked_names
+
+
 # ------------------------------------------------------------------------------------------ opening label
 
 
