@@ -47,20 +47,23 @@ def no_progress(event: Event) -> None:
 
 
 class LineProgress:
-    """Messages as prefixed lines; a stage's count when it completes, and every `every_s` seconds while it runs."""
+    """Messages as prefixed lines; a stage's count when it begins (so a log shows what the wait is for: a Spark
+    job's first tasks finish only after its workers load the model), when it completes, and every `every_s`
+    seconds while it runs."""
 
     def __init__(self, stream: IO[str], prefix: str, every_s: float = LINE_EVERY_S) -> None:
         self._stream = stream
         self._prefix = prefix
         self._every_s = every_s
-        self._last: dict[str, tuple[float, Count | None]] = {}  # stage → (when last printed or begun, what)
+        self._last: dict[str, tuple[float, Count | None]] = {}  # stage → (when last printed, what)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, Count):
             now = time.monotonic()
-            since, shown = self._last.setdefault(event.stage, (now, None))
+            since, shown = self._last.get(event.stage, (now, None))
             finished = bool(event.total) and event.done >= event.total
-            if shown == event or (not finished and now - since < self._every_s):
+            begun = event.stage in self._last
+            if shown == event or (begun and not finished and now - since < self._every_s):
                 return
             self._last[event.stage] = (now, event)
         print(f"[{self._prefix}] {event}", file=self._stream, flush=True)

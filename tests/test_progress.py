@@ -21,7 +21,7 @@ def test_counts_read_like_the_old_lines():
     assert str(Count("embedding", 3, 9, "texts", detail="1/8 tasks")) == "embedding: 3/9 texts (1/8 tasks)"
 
 
-def test_lines_show_messages_and_each_stage_when_it_ends():
+def test_lines_show_messages_and_each_stage_when_it_begins_and_ends():
     stream = io.StringIO()
     progress = LineProgress(stream, "ingest", every_s=3600)
     progress("scan: 5 files")
@@ -29,7 +29,13 @@ def test_lines_show_messages_and_each_stage_when_it_ends():
         progress(Count("embedding", done, 902, "texts"))
     progress(Count("embedding", 902, 902, "texts"))
     progress(Count("embedding", 902, 902, "texts"))  # the same count twice is printed once
-    assert stream.getvalue().splitlines() == ["[ingest] scan: 5 files", "[ingest] embedding: 902/902 texts"]
+    progress(Count("tasks", 1, 4, "tasks"))  # a stage first seen part-way is shown at once too
+    assert stream.getvalue().splitlines() == [
+        "[ingest] scan: 5 files",
+        "[ingest] embedding: 0/902 texts",
+        "[ingest] embedding: 902/902 texts",
+        "[ingest] tasks: 1/4 tasks",
+    ]
 
 
 def test_lines_show_a_running_count_every_few_seconds():
