@@ -54,7 +54,8 @@ def free_port() -> int:
 
 
 def stop_process_group(process: subprocess.Popen, grace_s: float = 20) -> None:
-    """Stop a server started with `start_new_session=True` and everything it started: TERM, then KILL."""
+    """Stop a server started with `start_new_session=True` (or `process_group=0`) and everything it started:
+    TERM, then KILL."""
     if process.poll() is not None:
         return
     try:
@@ -127,7 +128,10 @@ class DocsIndexBuild:
                 env=user_env(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                # a process group of its own (to stop it whole), but not a session: the kernel's autogroups
+                # share the CPU evenly between sessions, whatever their nice, so a session of its own would
+                # take half the CPU from the tests instead of what they leave idle
+                process_group=0,
             )
 
     def _gate_after_build(self) -> None:
