@@ -116,9 +116,9 @@ class DocsIndexBuild:
         self._stopped = False
         self._gate: subprocess.Popen | None = None
         self.build = self._start("build.log", "ingest", str(KAFKA_DOCS), "--index", str(self.index), "--no-spark")
-        self._then = threading.Thread(target=self._gate_after_build, name="docs-gate", daemon=True) if gate else None
-        if self._then:
-            self._then.start()
+        self._gate_thread = threading.Thread(target=self._gate_after_build, name="docs-gate", daemon=True)
+        if gate:
+            self._gate_thread.start()
 
     def _start(self, log_name: str, *args: str) -> subprocess.Popen:
         with open(self.root / log_name, "wb") as log:
@@ -152,10 +152,9 @@ class DocsIndexBuild:
 
     def gate_result(self) -> tuple[int, str]:
         """The gate's exit code and the end of its output, once it has run."""
-        assert self._then is not None, "collection starts the gate when it collects the docs gate test"
-        self._then.join()
-        if self._gate is None:
-            return self.build.wait(), self.log("build.log")
+        assert self._gate_thread.ident is not None, "collection starts the gate when it collects the docs gate test"
+        self._gate_thread.join()
+        assert self._gate is not None, f"the gate's eval did not start; the build's output:\n{self.log('build.log')}"
         return self._gate.wait(), self.log("gate.log")
 
     def stop(self) -> None:
@@ -175,7 +174,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The tests on the Kafka docs index run last, and the index is built from the start in a process of lower
     priority: its minutes of embedding take the CPU that the other tests leave idle while they wait on
     servers, JVMs and a browser, instead of holding up the suite."""
-    users = {id(item) for item in items if "kafka_docs_index" in getattr(item, "fixturenames", ())}
+    users = {id(item) for item in items if "kafka_docs_build" in getattr(item, "fixturenames", ())}
     if not users or not KAFKA_DOCS.is_dir() or config.option.collectonly:
         return
     items[:] = [item for item in items if id(item) not in users] + [item for item in items if id(item) in users]

@@ -375,7 +375,7 @@ def test_eval_on_kafka_docs_with_relative_html_sources(kafka_docs_index, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_committed_baseline_gate_passes_on_kafka_docs_index(kafka_docs_index, kafka_docs_build):
+def test_committed_baseline_gate_passes_on_kafka_docs_index(kafka_docs_build):
     """The CI regression gate on the Kafka docs: evals/golden_kafka_docs.jsonl must not fall behind
     evals/baseline_kafka_docs.json. The gate is the `kafka-rag eval` that the session starts as soon as its docs
     index is built (`tests/conftest.py`, `DocsIndexBuild`); the baseline is an eval run's metrics.json, made
