@@ -106,7 +106,7 @@ class DocsIndexBuild:
     """The Kafka docs index, built by a `kafka-rag ingest` of lowest priority that collection starts; then, when
     the docs gate is collected, that gate's `kafka-rag eval` of the whole golden file, started by a thread the
     moment the index is published. Both take CPU the other tests leave idle, and the gate's minute of asking
-    717 questions is off the tests' own path."""
+    every question of the docs golden file is off the tests' own path."""
 
     def __init__(self, root: Path, gate: bool) -> None:
         self.root = root
