@@ -60,11 +60,12 @@ class LineProgress:
     def __call__(self, event: Event) -> None:
         if isinstance(event, Count):
             now = time.monotonic()
-            since, shown = self._last.get(event.stage, (now, None))
-            finished = bool(event.total) and event.done >= event.total
-            begun = event.stage in self._last
-            if shown == event or (begun and not finished and now - since < self._every_s):
-                return
+            last = self._last.get(event.stage)  # None: the stage begins, and is shown
+            if last is not None:
+                since, shown = last
+                finished = bool(event.total) and event.done >= event.total
+                if shown == event or (not finished and now - since < self._every_s):
+                    return
             self._last[event.stage] = (now, event)
         print(f"[{self._prefix}] {event}", file=self._stream, flush=True)
 

@@ -99,6 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 DOCS_GATE_TEST = "test_committed_baseline_gate_passes_on_kafka_docs_index"
+GOLDEN_KAFKA_DOCS = REPO / "evals" / "golden_kafka_docs.jsonl"
 BASELINE_KAFKA_DOCS = REPO / "evals" / "baseline_kafka_docs.json"
 
 
@@ -138,12 +139,11 @@ class DocsIndexBuild:
         if self.build.wait() != 0:
             return
         modes = json.loads(BASELINE_KAFKA_DOCS.read_text(encoding="utf-8"))["config"]["retrieval"]
-        golden = REPO / "evals" / "golden_kafka_docs.jsonl"
         with self._lock:
             if not self._stopped:
                 self._gate = self._start(
                     "gate.log",
-                    "eval", "--golden", str(golden), "--corpus", str(KAFKA_DOCS), "--index", str(self.index),
+                    "eval", "--golden", str(GOLDEN_KAFKA_DOCS), "--corpus", str(KAFKA_DOCS), "--index", str(self.index),
                     "--retrieval", *modes, "--out", str(self.gate_out), "--baseline", str(BASELINE_KAFKA_DOCS),
                 )  # fmt: skip
 

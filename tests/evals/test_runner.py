@@ -19,14 +19,12 @@ import pytest
 from evals.golden import PARTS, load_golden, part_of
 from evals.runner import SETTINGS_RECORDED, gate, main
 from rag import Settings
-from tests.conftest import KAFKA_DOCS
+from tests.conftest import BASELINE_KAFKA_DOCS, GOLDEN_KAFKA_DOCS, KAFKA_DOCS
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "evals" / "golden.jsonl"
 SEEDS = ROOT / "seeds"
 BASELINE = ROOT / "evals" / "baseline.json"
-GOLDEN_KAFKA_DOCS = ROOT / "evals" / "golden_kafka_docs.jsonl"
-BASELINE_KAFKA_DOCS = ROOT / "evals" / "baseline_kafka_docs.json"
 METRICS = (
     "hit@1",
     "hit@3",
