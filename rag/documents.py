@@ -161,14 +161,14 @@ def _document(source_path: str, title: str, sections: list[Section], fmt: str, *
     return Document(
         doc_id=document_id(source_path),
         source_path=source_path,
-        title=title.strip() or _title_from_path(source_path),
+        title=title.strip() or title_from_path(source_path),
         sections=tuple(sections),
         format=fmt,
         **extra,
     )
 
 
-def _title_from_path(source_path: str) -> str:
+def title_from_path(source_path: str) -> str:
     stem = Path(source_path).stem
     return re.sub(r"[-_]+", " ", stem).strip().capitalize() or source_path
 
@@ -349,7 +349,7 @@ def _load_markdown(raw: str, source_path: str) -> Document:
 def _load_html(raw: str, source_path: str) -> Document:
     from rag.html_text import parse_html
 
-    title, sections = parse_html(raw, _title_from_path(source_path))
+    title, sections = parse_html(raw, title_from_path(source_path))
     cleaned = [Section(s.headings, clean_text(s.text), s.anchor) for s in sections]
     return _document(source_path, title, cleaned, "html")
 
@@ -371,7 +371,7 @@ def _load_json(raw: str, source_path: str) -> Document:
         Section((str(r.get("title") or r.get("name") or f"Record {i + 1}"),), _json_to_text(r))
         for i, r in enumerate(records)
     ]
-    return _document(source_path, _title_from_path(source_path), sections, "json")
+    return _document(source_path, title_from_path(source_path), sections, "json")
 
 
 def _error_name(signature: str) -> str:
@@ -433,7 +433,7 @@ def _error_knowledge_document(records: list[dict[str, Any]], source_path: str) -
                 "official_doc_url": record.get("official_doc_url"),
             }
         )
-    title = sections[0].headings[0] if len(records) == 1 else _title_from_path(source_path)
+    title = sections[0].headings[0] if len(records) == 1 else title_from_path(source_path)
     if len(records) == 1 and records[0].get("signature"):
         title = f"{title}: {str(records[0]['signature']).split(':', 1)[-1].strip()}"
     return _document(source_path, title, sections, "json", url=url, metadata=metadata)

@@ -17,9 +17,10 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from bs4 import BeautifulSoup
-from bs4.element import CData, NavigableString, PageElement, Tag
+from bs4.element import CData, Comment, NavigableString, PageElement, Tag
 
 from rag.documents import Section
 
@@ -58,6 +59,27 @@ _BR = "\x00"  # a <br> inside a paragraph, kept through whitespace squashing
 
 def parse_html(raw: str, fallback_title: str) -> tuple[str, list[Section]]:
     """Title and sections of one HTML page, in document order; headings nest by level (h2 › h3 › h4)."""
+    title, sections, _ = _parse(raw, fallback_title)
+    return title, sections
+
+
+def include_sites(raw: str, fallback_title: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(included path as written, the page's title and heading path where it is included) for each server-side
+    include directive (`<!--#include virtual="generated/kafka_config.html" -->` under "3.1 Broker Configs"):
+    the place on the published page of a file that is only a fragment of it."""
+    title, _, sites = _parse(raw, fallback_title)
+    return [(target, (title, *headings)) for target, headings in sites]
+
+
+_INCLUDE = re.compile(r"#include\s+(?:virtual|file)\s*=\s*[\"']([^\"']+)[\"']")
+
+
+@dataclass(frozen=True)
+class _Include:
+    target: str
+
+
+def _parse(raw: str, fallback_title: str) -> tuple[str, list[Section], list[tuple[str, tuple[str, ...]]]]:
     soup = BeautifulSoup(_expand_templates(raw), "lxml")
     page_title = _squash(soup.title.get_text()) if soup.title else ""
     _strip_chrome(soup)
@@ -65,12 +87,15 @@ def parse_html(raw: str, fallback_title: str) -> tuple[str, list[Section]]:
     flow.walk(soup)
     flow.flush()
 
-    title, sections = "", []
+    title, sections, sites = "", [], []
     path: list[tuple[int, str]] = []
     anchor, blocks = "", []
     for event in flow.events:
         if isinstance(event, str):
             blocks.append(event)
+            continue
+        if isinstance(event, _Include):
+            sites.append((event.target, tuple(text for _, text in path)))
             continue
         if blocks:
             sections.append(Section(tuple(text for _, text in path), "\n\n".join(blocks), anchor))
@@ -82,7 +107,7 @@ def parse_html(raw: str, fallback_title: str) -> tuple[str, list[Section]]:
             path = [*(entry for entry in path if entry[0] < level), (level, text)]
     if blocks:
         sections.append(Section(tuple(text for _, text in path), "\n\n".join(blocks), anchor))
-    return title or page_title or fallback_title, sections
+    return title or page_title or fallback_title, sections, sites
 
 
 def _expand_templates(raw: str) -> str:
@@ -134,7 +159,7 @@ class _Flow:
 
     def __init__(self, split_headings: bool) -> None:
         self.split_headings = split_headings
-        self.events: list[str | tuple[int, str, str]] = []
+        self.events: list[str | tuple[int, str, str] | _Include] = []
         self.inline: list[str] = []
 
     def walk(self, node: Tag) -> None:
@@ -145,6 +170,9 @@ class _Flow:
         if not isinstance(node, Tag):
             if type(node) in (NavigableString, CData):  # comments, doctypes and SSI directives are not text
                 self.inline.append(str(node))
+            elif isinstance(node, Comment) and (include := _INCLUDE.match(str(node).strip())):
+                self.flush()
+                self.events.append(_Include(include.group(1)))
             return
         name = node.name
         if name in _HEADINGS:

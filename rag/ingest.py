@@ -31,6 +31,7 @@ from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document, dense_te
 from rag.documents import SUPPORTED_SUFFIXES, load_document, walk_sources
 from rag.embedding import Embedder, ModelIdentity, load_embedder, model_identity
 from rag.errors import IndexStoreError, LoaderError, NoDocumentsError, SourceNotFoundError
+from rag.includes import include_places, placed
 from rag.index_lock import writer_lock
 from rag.index_store import (
     SCHEMA_VERSION,
@@ -65,6 +66,8 @@ class IngestConfig:
     embed_backend: str = Settings.embed_backend
     model_cache_dir: str = str(Settings.model_cache_dir)  # "~" expands on each executor's machine
     chunk_vectors: str = Settings.chunk_vectors
+    # Where each included fragment sits on the page that includes it (`rag.includes.include_places`).
+    places: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestConfig:
@@ -123,9 +126,12 @@ class IngestReport:
 
 def chunk_files(files: Iterable[tuple[str, bytes]], config: IngestConfig) -> Iterator[dict[str, Any]]:
     """(source path, bytes) → one "doc" or "skip" row per file, then a "chunk" row per chunk (no vector)."""
+    places = dict(config.places)
     for source_path, data in files:
         try:
             document = load_document(data, source_path)
+            if source_path in places:
+                document = placed(document, places[source_path])
             chunks = chunk_document(document, config.chunk_size, config.chunk_overlap)
         except LoaderError as exc:
             yield {"kind": "skip", "source_path": source_path, "reason": exc.reason}
@@ -494,6 +500,9 @@ def _build(
     stages: dict[str, float] = {}
     files, skipped = scan_sources(sources)
     progress(f"scan: {len(files)} files ({len(skipped)} skipped before parsing)")
+    by_path = {f.source_path: f for f in files}
+    places = include_places(by_path, lambda source_path: Path(by_path[source_path].path).read_bytes())
+    config = dataclasses.replace(config, places=tuple(sorted(places.items())))
 
     try:
         previous = read_manifest(index_dir)
@@ -502,7 +511,13 @@ def _build(
         previous = None
     reusable = reuse and previous is not None and _same_build_settings(previous, config)
     previous_files = {f["source_path"]: f for f in previous.get("files", [])} if reusable and previous else {}
-    unchanged_files = [f for f in files if previous_files.get(f.source_path, {}).get("sha256") == f.sha256]
+    unchanged_files = [
+        f
+        for f in files
+        if previous_files.get(f.source_path, {}).get("sha256") == f.sha256
+        # a fragment is chunked again when the page that includes it moved it (its headings changed)
+        and previous_files[f.source_path].get("place", []) == list(places.get(f.source_path, ()))
+    ]
     unchanged_paths = {f.source_path for f in unchanged_files}
     changed_files = [f for f in files if f.source_path not in unchanged_paths]
     if (
@@ -590,6 +605,7 @@ def _build(
                 "title": d["title"],
                 "format": d["format"],
                 "chunks": d["chunks"],
+                **({"place": list(places[d["source_path"]])} if d["source_path"] in places else {}),
             }
             for d in new_docs
         ]

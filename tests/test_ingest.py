@@ -351,6 +351,42 @@ def test_removed_file_disappears_from_the_new_version(workspace):
     assert REMOVED not in set(loaded.chunks.column("source_path").to_pylist())
 
 
+def test_an_included_fragment_is_chunked_under_its_place_and_again_when_the_page_moves_it(tmp_path):
+    corpus = tmp_path / "docs"
+    (corpus / "generated").mkdir(parents=True)
+    page = corpus / "configuration.html"
+    page.write_text(
+        "<html><body><h3>3.1 Broker Configs</h3><p>Broker settings follow.</p>"
+        '<!--#include virtual="generated/kafka_config.html" --></body></html>',
+        encoding="utf-8",
+    )
+    (corpus / "generated" / "kafka_config.html").write_text(
+        "<h4>log.retention.ms</h4><p>The number of milliseconds to keep a log file before deleting it.</p>",
+        encoding="utf-8",
+    )
+    index_dir = tmp_path / "index"
+    run_ingest([corpus], index_dir, default_ingest_config())
+    fragment = "generated/kafka_config.html"
+
+    def fragment_paths() -> list[tuple[str, ...]]:
+        return [tuple(r["section_path"]) for r in _table(index_dir).to_pylist() if r["source_path"] == fragment]
+
+    assert fragment_paths() == [("Configuration", "3.1 Broker Configs", "log.retention.ms")]
+    entry = next(f for f in read_manifest(index_dir)["files"] if f["source_path"] == fragment)
+    assert entry["place"] == ["Configuration", "3.1 Broker Configs"]
+
+    page.write_text(page.read_text(encoding="utf-8").replace("3.1 Broker Configs", "3.1 Server Configs"), "utf-8")
+    seen: list[list[str]] = []
+
+    def recording_engine(files, config, known_ids, shards, progress):
+        seen.append(sorted(f.source_path for f in files))
+        return local_engine(files, config, known_ids, shards, progress)
+
+    run_ingest([corpus], index_dir, default_ingest_config(), engine=recording_engine)
+    assert seen == [["configuration.html", fragment]]  # the fragment's bytes are unchanged, its place is not
+    assert fragment_paths() == [("Configuration", "3.1 Server Configs", "log.retention.ms")]
+
+
 # ------------------------------------------------------------------------------------- bad input
 
 
