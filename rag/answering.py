@@ -708,9 +708,10 @@ def _spelt_in(subject: str, text: str) -> bool:
 
 
 def _page_named(unit: _Scored, candidates: tuple[Candidate, ...], query: Query) -> int:
-    """How many of the question's words the title of `unit`'s page holds ("Producer config")."""
-    title = candidates[unit.candidate_index].passage.section_path[:1]
-    return len(set(tokenize(" ".join(title))) & set(query.tokens))
+    """How many of the question's words the headings above `unit`'s entry hold ("Configuration › 3.3 Producer
+    Configs" above `compression.type`): the page, or the section of a page, that lists the entry."""
+    above = candidates[unit.candidate_index].passage.section_path[:-1]
+    return len(set(tokenize(" ".join(above))) & set(query.tokens))
 
 
 def _is_own_entry(unit: _Scored) -> bool:

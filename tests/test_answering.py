@@ -698,30 +698,34 @@ def test_a_setting_with_a_default_brings_no_other_entry():
     assert "log.retention.minutes`:" not in draft.text, draft.text
 
 
-def _compression_entry(axes: _Axes, page: str, description: str, default: str, score: float):
+def _compression_entry(axes: _Axes, section: str, description: str, default: str, score: float):
     text = f"{description}\n\nType: | string\nDefault: | {default}\nImportance: | high"
-    entry = candidate(axes, page.split()[0].lower(), text, [score], heading="compression.type")
-    return _about(entry, (page, "compression.type"), "compression.type")
+    entry = candidate(axes, section.split()[1].lower(), text, [score], heading="compression.type")
+    return _about(entry, ("Configuration", section, "compression.type"), "compression.type")
 
 
 @pytest.mark.parametrize(
-    ("question", "lead_page"),
+    ("question", "lead_section"),
     [
-        ("how do I enable gzip compression on my producer", "Producer config"),
-        ("how do I enable gzip compression for a topic", "Topic config"),
-        ("how do I enable gzip compression", "Topic config"),  # no page named: the best-ranked entry leads
+        ("how do I enable gzip compression on my producer", "3.3 Producer Configs"),
+        ("how do I enable gzip compression on my kafka producer", "3.3 Producer Configs"),
+        ("how do I enable gzip compression for a topic", "3.2 Topic-Level Configs"),
+        ("which compression does the broker apply by default", "3.1 Broker Configs"),
+        ("how do I enable gzip compression", "3.2 Topic-Level Configs"),  # none named: the best-ranked entry leads
     ],
 )
-def test_of_one_settings_entries_on_several_pages_the_one_on_the_page_the_question_names_leads(question, lead_page):
-    # "how do I enable gzip compression on my producer" led with the topic's (the broker's) `compression.type`,
-    # ranked above the producer's own entry.
+def test_of_one_settings_entries_in_several_sections_the_one_the_question_names_leads(question, lead_section):
+    # "how do I enable gzip compression on my producer" led with the topic's `compression.type`, ranked above
+    # the producer's own entry. The generated reference pages sit in "Configuration" under a section per
+    # component (`rag.includes`): the section above the entry names it.
     axes = _Axes()
-    topic = _compression_entry(axes, "Topic config", "Specify the final compression type for a topic.", "producer", 0.9)
-    producer = _compression_entry(axes, "Producer config", "The compression type for all data.", "none", 0.8)
-    draft = extract_answer(ranked([topic, producer], question), shape(max_units_fact=2))
+    topic = _compression_entry(axes, "3.2 Topic-Level Configs", "Specify the final compression type.", "producer", 0.9)
+    broker = _compression_entry(axes, "3.1 Broker Configs", "Specify the final compression type.", "producer", 0.85)
+    producer = _compression_entry(axes, "3.3 Producer Configs", "The compression type for all data.", "none", 0.8)
+    draft = extract_answer(ranked([topic, broker, producer], question), shape(max_units_fact=2))
     _check(draft)
     lead = next(c for c in draft.citations if c.marker == 1)
-    assert lead.passage.section_path[0] == lead_page, draft.text
+    assert lead.passage.section_path[1] == lead_section, draft.text
     assert draft.text.startswith("`compression.type`:"), draft.text
 
 
