@@ -36,7 +36,10 @@ def include_places(source_paths: Collection[str], read: Callable[[str], bytes]) 
     for source_path in sorted(files):
         if not source_path.lower().endswith(_PAGE_SUFFIXES):
             continue
-        data = read(source_path)
+        try:
+            data = read(source_path)
+        except OSError:  # gone or unreadable since the scan: the engine's read reports it
+            continue
         if _DIRECTIVE not in data:
             continue
         raw = data.decode("utf-8", errors="replace")

@@ -58,6 +58,15 @@ def test_an_include_cycle_places_nothing():
     assert _places(files) == {}
 
 
+def test_a_page_that_cannot_be_read_places_nothing():
+    files = {"configuration.html": CONFIGURATION, "generated/kafka_config.html": BROKER_FRAGMENT}
+
+    def read(path: str) -> bytes:
+        raise PermissionError(13, "Permission denied", path)
+
+    assert include_places(files, read) == {}
+
+
 def test_files_are_read_only_when_they_are_html_pages():
     read: list[str] = []
     files = {"a.html": CONFIGURATION, "notes.txt": b"<!--#include virtual='a.html' -->", "b.md": b"# B"}
