@@ -146,7 +146,9 @@ class Ranked:
 
 def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) -> Ranked:
     """Order the pool: by the learned model in hybrid mode, by the single retriever's score otherwise;
-    then keep the best `k`, at most `max_per_section` from one section (the overflow fills a short list).
+    then keep the best `k`, at most `max_per_section` from one section (the overflow fills a short list),
+    and a passage whose text repeats a better one's (the same setting on the source, sink and MirrorMaker
+    pages) only after every other.
     In hybrid mode the best-scored chunk that defines the error the user pasted comes first, whatever
     the scores: a long paste's other words outweigh its one error name in every learned feature."""
     candidates = pool.candidates
@@ -159,18 +161,24 @@ def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) 
         order = _pasted_error_first(order, candidates)
     chosen: list[int] = []
     overflow: list[int] = []
+    repeats: list[int] = []
     per_section: Counter[tuple[str, tuple[str, ...]]] = Counter()
+    seen_texts: set[str] = set()
     for index in order.tolist():
         passage = candidates[index].passage
         key = (passage.source_path, passage.section_path)
-        if per_section[key] < max_per_section:
+        text = " ".join(passage.text.split())
+        if text in seen_texts:
+            repeats.append(index)
+        elif per_section[key] < max_per_section:
             per_section[key] += 1
             chosen.append(index)
         else:
             overflow.append(index)
+        seen_texts.add(text)
         if len(chosen) == k:
             break
-    chosen = (chosen + overflow)[:k]
+    chosen = (chosen + overflow + repeats)[:k]
     ranked = tuple(
         dataclasses.replace(c, passage=dataclasses.replace(c.passage, score=round(float(primary[i]), 6)))
         for i, c in ((i, candidates[i]) for i in chosen)

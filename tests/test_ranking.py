@@ -20,7 +20,7 @@ def make_candidate(
     *,
     section: tuple[str, ...] = ("Doc", "Section"),
     source: str = "doc.html",
-    text: str = "Some text about Kafka.",
+    text: str | None = None,
     first_stage: float = 0.0,
     dense: float = 0.5,
     features: dict[str, float] | None = None,
@@ -38,7 +38,7 @@ def make_candidate(
         title=section[0],
         section_path=section,
         source_path=source,
-        text=text,
+        text=text if text is not None else f"Some text about Kafka ({chunk_id}).",
         score=first_stage,
     )
     scores = np.asarray(unit_scores, dtype=np.float32)
@@ -281,6 +281,26 @@ def test_overflow_fills_a_short_list_in_score_order():
     ranked = rank(pool, k=4, max_per_section=1, model=one_feature_model("rrf"))
     assert _ids(ranked) == ["s1", "o1", "s2", "s3"]
     assert ranked.scores == pytest.approx((0.9, 0.1, 0.8, 0.7))
+
+
+def test_a_passage_repeating_a_better_ones_text_goes_last():
+    """The same setting's entry on the source, sink and MirrorMaker pages: one of them is enough up front."""
+    same = "Maximum number of tasks to use for this connector.\n\nType: | int"
+    pool = make_pool(
+        [
+            make_candidate("source", source="source.html", text=same, features={"rrf": 0.9}),
+            make_candidate("sink", source="sink.html", text=same.replace("\n\n", " "), features={"rrf": 0.8}),
+            make_candidate("enforce", source="source.html", section=("Doc", "E"), features={"rrf": 0.7}),
+            make_candidate("other", source="other.html", features={"rrf": 0.1}),
+        ]
+    )
+    assert _ids(rank(pool, k=4, max_per_section=4, model=one_feature_model("rrf"))) == [
+        "source",
+        "enforce",
+        "other",
+        "sink",
+    ]
+    assert _ids(rank(pool, k=3, max_per_section=1, model=one_feature_model("rrf"))) == ["source", "enforce", "other"]
 
 
 def test_empty_pool_ranks_to_nothing():
