@@ -32,6 +32,9 @@ ABSTENTION_FEATURES = (
     # when everything the question is about is covered
     "asked_unknown_names",  # share of the asking sentences' names the corpus never mentions, with no exception:
     # "Can I set X in a custom MSK configuration?" asks about MSK, however well X is covered
+    "asked_unknown_identifiers",  # share of the identifiers the asking sentences name that no chunk carries
+    # ("what's the kafka-get-offsets.sh command …?"): sharper than `focus_unknown`, which also counts a pasted
+    # error line's exception the docs may answer under its error's name
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -63,6 +66,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         evidence.unknown_focus_identifiers / evidence.focus_identifiers if evidence.focus_identifiers else 0.0,
         evidence.unknown_label_share if not all_focus_covered else 0.0,
         evidence.unknown_asked_name_share,
+        evidence.unknown_asked_identifier_share,
     )
 
 

@@ -117,6 +117,7 @@ class QueryEvidence:
     unknown_focus_identifiers: int  # identifiers the question is about that no chunk carries
     unknown_label_share: float  # share of the words of the question's opening label the corpus never uses
     unknown_asked_name_share: float  # share of the asking sentences' names the corpus never mentions
+    unknown_asked_identifier_share: float  # share of the identifiers the asking sentences name no chunk carries
 
 
 @dataclass(frozen=True)
@@ -621,7 +622,16 @@ class Retriever:
             ),
             unknown_label_share=self._unknown_label_share(query),
             unknown_asked_name_share=self._unknown_asked_name_share(query),
+            unknown_asked_identifier_share=self._unknown_asked_identifier_share(query),
         )
+
+    def _unknown_asked_identifier_share(self, query: Query) -> float:
+        """Of the identifiers the asking sentences name (`Query.asked`: "what's the `kafka-get-offsets.sh`
+        command for …?"), the share no chunk carries; the user's own names do not count. A tool, setting or class
+        the user asks about by name that the corpus never names is one the docs do not cover, where an unknown
+        identifier of a pasted error line may still be answered by the passage about its error."""
+        asked = [i for i in query.asked if i not in query.own_terms]
+        return sum(not self._identifier_lookup.carried(i) for i in asked) / len(asked) if asked else 0.0
 
     def _unknown_asked_name_share(self, query: Query) -> float:
         """Of the names the asking sentences use (`Query.asked_names`), the share the corpus never mentions. A

@@ -143,6 +143,16 @@ def test_an_unknown_name_in_the_asking_sentence_counts_even_when_the_question_is
     assert (features["focus_match"], features["unknown_names"], features["asked_unknown_names"]) == (1.0, 0.0, 1.0)
 
 
+def test_an_identifier_the_asking_sentence_names_and_no_chunk_carries_counts():
+    """ "What's the kafka-get-offsets.sh command to print the latest offsets?" asks about a tool the docs never
+    name, whatever the passages about offsets cover."""
+    question = "What's the kafka-get-offsets.sh command to print the latest offsets?"
+    covered = [make_candidate("a", identifiers=("kafka-get-offsets",))]
+    features = _features(_ranked(covered, [1.0], question=question, unknown_asked_identifier_share=1.0))
+    assert features["asked_unknown_identifiers"] == 1.0
+    assert _features(_ranked(covered, [1.0], question=question))["asked_unknown_identifiers"] == 0.0
+
+
 def test_a_context_identifier_is_not_a_focus_match():
     question = "$ bin/kafka-topics.sh --describe --topic orders\nERROR something went wrong"
     candidates = [make_candidate("a", identifiers=("kafka-topics",))]

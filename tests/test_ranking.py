@@ -68,6 +68,7 @@ def make_pool(
         "unknown_focus_identifiers": 0,
         "unknown_label_share": 0.0,
         "unknown_asked_name_share": 0.0,
+        "unknown_asked_identifier_share": 0.0,
     } | evidence
     return CandidatePool(query, mode, tuple(candidates), QueryEvidence(**fields), {})
 

@@ -446,6 +446,20 @@ def test_the_share_of_the_asking_sentences_names_the_corpus_never_uses(retriever
     assert share("why does the transaction time out?") == 0.0
 
 
+def test_the_share_of_the_asking_sentences_identifiers_no_chunk_carries(retriever, stage):
+    """An identifier the user asks about by name that the corpus never carries counts; one it carries does not, nor
+    one only in a pasted line, nor a name the user quotes as their own resource."""
+
+    def share(question: str) -> float:
+        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence.unknown_asked_identifier_share
+
+    assert share("What does kafka-zorblatt-offsets.sh print for a transaction timeout?") == 1.0
+    assert share("Which is bigger, transaction.timeout.ms or zorblatt.flush.max.ms?") == pytest.approx(0.5)
+    assert share("What does transaction.timeout.ms do?") == 0.0
+    assert share("$ kafka-zorblatt-offsets.sh --list\nwhy does the transaction time out?") == 0.0
+    assert share("why does the transaction time out?") == 0.0
+
+
 def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
     evidence = retriever.retrieve(parse_query("How does a ShareConsumer acknowledge?"), 5, "hybrid", stage).evidence
     assert "ShareConsumer" not in evidence.unknown_names
