@@ -147,10 +147,10 @@ def test_an_identifier_the_asking_sentence_names_and_no_chunk_carries_counts():
     """ "What's the kafka-get-offsets.sh command to print the latest offsets?" asks about a tool the docs never
     name, whatever the passages about offsets cover."""
     question = "What's the kafka-get-offsets.sh command to print the latest offsets?"
-    covered = [make_candidate("a", identifiers=("kafka-get-offsets",))]
-    features = _features(_ranked(covered, [1.0], question=question, unknown_asked_identifier_share=1.0))
+    about_offsets = [make_candidate("a", identifiers=("kafka-consumer-groups",))]
+    features = _features(_ranked(about_offsets, [1.0], question=question, unknown_asked_identifier_share=1.0))
     assert features["asked_unknown_identifiers"] == 1.0
-    assert _features(_ranked(covered, [1.0], question=question))["asked_unknown_identifiers"] == 0.0
+    assert _features(_ranked(about_offsets, [1.0], question=question))["asked_unknown_identifiers"] == 0.0
 
 
 def test_a_context_identifier_is_not_a_focus_match():
