@@ -77,6 +77,11 @@ _NAME_SHAPE = re.compile(r"[._\-0-9]")
 # A word and the name after it, quoted or not: "lag on group fraud-scorer", "topic `customer-state`".
 _WORD_THEN_NAME = re.compile(rf"\b([A-Za-z]+)(?=\s+[`'\"]?({_NAME_WORD}))")
 MAX_NAMED_AFTER = 200  # word pairs kept per question
+# A setting line of the user's pasted configuration and what it is set to: `clusters = DC1, DC2`, `group.id: billing`.
+_SETTING_LINE = re.compile(r"^\s*[\w.-]{1,200}\s*(?:=|:(?=\s))\s*(\S.*)$")
+# A value that names something of theirs: one word, no dots (a class name or a host is no alias), not a number.
+_VALUE_NAME = re.compile(r"^[A-Za-z][\w-]{1,79}$")
+_VALUE_SEPARATORS = re.compile(r"[\s,]+")
 # A message the user quotes or pastes: several words in "…", '…' or `…`, or what follows a colon on an
 # error line ("…Exception: The coordinator is not aware of this member.", "Offset commit failed on partition
 # p-0: The coordinator is loading and hence can't process requests.").
@@ -232,6 +237,10 @@ def parse_query(
             prose_lines.append(line)
         if len(messages) < MAX_MESSAGES:
             messages.extend(_messages(line[:MAX_LINE_CHARS], place))
+        if fenced and place == "question" and (setting := _SETTING_LINE.match(line[:MAX_LINE_CHARS])):
+            # What the user's own configuration sets is theirs: "clusters = DC1, DC2" names their clusters.
+            values = _VALUE_SEPARATORS.split(setting.group(1))
+            own_terms.update(t for value in values if _VALUE_NAME.match(value) for t in tokenize(value))
         if place == "question":
             own_words.append(line)
             own_terms.update(t for value in _QUOTED_NAME.findall(line[:MAX_LINE_CHARS]) for t in tokenize(value))

@@ -434,6 +434,19 @@ def test_flag_values_of_a_pasted_command_are_the_users_own_terms():
     assert parse_query("why is group billing stuck?").own_terms == frozenset()  # prose names nothing of its own
 
 
+def test_one_word_values_of_a_pasted_configuration_are_the_users_own_terms():
+    # kdP015 (a tuning question) was declined: "DC1" and "DC2" in the sentence that asks looked like products
+    # the corpus never mentions, while the user had named their clusters so in the mm2.properties they pasted.
+    query = parse_query(
+        "MirrorMaker 2 between our two DCs:\n```\nclusters = DC1, DC2\nDC1->DC2.enabled = true\n"
+        "connector.class = io.debezium.connector.postgresql.PostgresConnector\nretention.ms: 604800000\n```\n"
+        "Will DC1.orders be mirrored back into DC1 as DC2.DC1.orders?"
+    )
+    assert {"dc1", "dc2"} <= query.own_terms
+    assert not {"debezium", "postgresconnector", "604800000"} & query.own_terms  # a class, a number
+    assert "dc1" not in parse_query("clusters = DC1, DC2\nWill DC1 mirror back?").own_terms  # not pasted in a block
+
+
 def test_a_name_quoted_in_the_users_words_is_their_own_term():
     query = parse_query(
         "Topic 'some_topic' shows up on the target as 'cluster1.some_topic'. Why can't I \"switch\" over?"
