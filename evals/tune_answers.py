@@ -41,6 +41,9 @@ GRID: dict[str, tuple[float, ...]] = {
     "unit_echo_share": (0.6, 0.8, 0.9, 1.01),  # 1.01: never
     "unit_ask_min": (0.6, 0.7, 0.8, 0.9, 1.0, 9.0),  # 9.0: never
     "answer_max_chars": (850, 900, 950, 1000, 1050),  # the rendered answer's bound, markers and headings included
+    "related_settings_max": (0, 1, 2, 3, 4),
+    "related_settings_depth": (2, 3, 5, 8),
+    "related_settings_max_chars": (600, 700, 800, 860, 950),
 }
 ROUNDS = 2
 REPORT = Path("evals/reports/tune_answers.md")

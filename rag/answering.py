@@ -41,9 +41,11 @@ from rag.units import (
     points_ahead,
     refers_elsewhere,
     render_list_items,
+    render_setting_mention,
     render_shared_lead,
     render_unit,
     row_cells,
+    setting_default,
     with_list_lead_in,
     with_table_header,
 )
@@ -67,6 +69,9 @@ class AnswerShape:
     echo_share: float  # ... or a code unit with this share of its words in the question (the user's own log lines)
     max_chars: int  # stop adding units past this many characters
     ask_min: float  # the best unit for one of several asks is held when it scores this much for that ask
+    related_max: int  # setting entries the answer does not quote, named with their defaults after it
+    related_depth: int  # ... from this many first passages
+    related_max_chars: int  # ... in an answer that stays within this many characters with them
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AnswerShape:
@@ -83,6 +88,9 @@ class AnswerShape:
             echo_share=settings.unit_echo_share,
             max_chars=settings.answer_max_chars,
             ask_min=settings.unit_ask_min,
+            related_max=settings.related_settings_max,
+            related_depth=settings.related_settings_depth,
+            related_max_chars=settings.related_settings_max_chars,
         )
 
 
@@ -278,7 +286,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     chosen, budget = _with_their_items(chosen, ranked.candidates, by_place, budget)
     chosen, budget = _with_whole_lists(chosen, scored, ranked.candidates, by_place, budget)
     shown = _with_what_lead_ins_introduce(chosen, by_place, budget)
-    return _within(ranked.candidates, shown, layout, shape.max_chars, tuple(_place(u) for u in sources))
+    after_lead = tuple(_place(u) for u in sources)
+    draft, shown = _within(ranked.candidates, shown, layout, shape.max_chars, after_lead)
+    return _with_related_settings(draft, ranked.candidates, shown, layout, after_lead, scored, shape)
 
 
 def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:
@@ -315,10 +325,7 @@ def _default_sources(lead: _Scored, scored: list[_Scored], candidates: tuple[Can
 
 def _has_no_default(unit: EvidenceUnit) -> bool:
     """A setting entry whose default row is null or empty."""
-    if unit.kind != "setting":
-        return False
-    rows = [row_cells(line) for line in unit.parts[-1].split("\n")]
-    return any(len(cells) == 2 and cells[0] == "Default:" and cells[1] in ("", "null") for cells in rows)
+    return setting_default(unit) in ("", "null")
 
 
 def _answers_to_asks(asks: Sequence[Ranked], ranked: Ranked, shape: AnswerShape) -> list[tuple[int, int]]:
@@ -382,17 +389,55 @@ def _within(
     layout: bool,
     max_chars: int,
     after_lead: tuple[tuple[int, int], ...] = (),
-) -> Draft:
-    """The rendered answer, last-chosen units left out until it fits `max_chars` (names, markers, a table
-    row's labels and the part headings add to the quoted words); the lead is always shown. A lead-in
-    whose block was left out goes too: it would introduce nothing. The units placed at `after_lead` follow
-    the lead (`_render`)."""
+) -> tuple[Draft, list[_Scored]]:
+    """The rendered answer and the units it shows, last-chosen units left out until it fits `max_chars`
+    (names, markers, a table row's labels and the part headings add to the quoted words); the lead is always
+    shown. A lead-in whose block was left out goes too: it would introduce nothing. The units placed at
+    `after_lead` follow the lead (`_render`)."""
     draft = _render(candidates, shown, layout, after_lead)
     while len(draft.text) > max_chars and len(shown) > 1:
         shown = shown[:-1]
         while len(shown) > 1 and is_lead_in_sentence(shown[-1].unit):
             shown = shown[:-1]
         draft = _render(candidates, shown, layout, after_lead)
+    return draft, shown
+
+
+def _with_related_settings(
+    draft: Draft,
+    candidates: tuple[Candidate, ...],
+    shown: list[_Scored],
+    layout: bool,
+    after_lead: tuple[tuple[int, int], ...],
+    scored: list[_Scored],
+    shape: AnswerShape,
+) -> Draft:
+    """The answer, closed by a line naming the setting entries among the first `shape.related_depth`
+    passages that it does not name itself and that score as a unit must to be shown, each with its default:
+    the knobs near the answer, for a question whose setting the lead passage only describes ("what decides
+    when a follower drops out of the ISR?" is answered from the replication design, while the entry of
+    `replica.lag.time.max.ms` ranks next). Up to `shape.related_max`, as many as keep the answer within
+    `shape.related_max_chars` (and `max_chars`): the units shown keep their place, and a long answer stays
+    as it is."""
+    related: list[_Scored] = []
+    for unit in sorted(scored, key=lambda u: (u.candidate_index, u.unit.position)):
+        subject = unit.unit.subject
+        if (
+            len(related) < shape.related_max
+            and unit.candidate_index < shape.related_depth
+            and unit.score >= shown[0].score - shape.relative_cutoff
+            and unit.unit.kind == "setting"
+            and _is_own_entry(unit)
+            and subject
+            and " " not in subject
+            and not _spelt_in(subject, draft.text)
+            and all(subject.lower() != u.unit.subject.lower() for u in related)
+        ):
+            related.append(unit)
+    for count in range(len(related), 0, -1):
+        fuller = _render(candidates, shown, layout, after_lead, related[:count])
+        if len(fuller.text) <= min(shape.max_chars, shape.related_max_chars):
+            return fuller
     return draft
 
 
@@ -836,6 +881,7 @@ def _render(
     chosen: list[_Scored],
     layout: bool,
     after_lead: tuple[tuple[int, int], ...] = (),
+    related: Sequence[_Scored] = (),
 ) -> Draft:
     lead = chosen[0]
     # The part the lead falls in comes first, so the answer opens with its best unit whatever its part.
@@ -867,6 +913,8 @@ def _render(
     for unit in ordered:
         if _carried(unit, candidates):
             markers.setdefault(-1 - unit.candidate_index, len(markers) + 1)
+        markers.setdefault(unit.candidate_index, len(markers) + 1)
+    for unit in related:
         markers.setdefault(unit.candidate_index, len(markers) + 1)
     blocks: list[str] = []
     current = ""
@@ -909,9 +957,12 @@ def _render(
         if key:
             named.add(unit.candidate_index)
         blocks.append(block)
+    if related:
+        mentions = " · ".join(render_setting_mention(u.unit, markers[u.candidate_index]) for u in related)
+        blocks.append(f"Related settings: {mentions}")
     citations = tuple(
         Citation(marker=marker, passage=passage, quotes=quotes)
         for key, marker in sorted(markers.items(), key=lambda item: item[1])
-        for passage, quotes in [_cited(key, candidates, ordered)]
+        for passage, quotes in [_cited(key, candidates, [*ordered, *related])]
     )
     return Draft(text="\n\n".join(blocks).strip(), citations=citations, abstained=False)

@@ -85,6 +85,13 @@ class Settings:
     # let the test parts' answers run longer). Chosen by `evals/tune_answers.py --only answer_max_chars`:
     # the largest bound whose tuning-part medians stay within 860 characters.
     answer_max_chars: int = 950
+    # Setting entries among the first passages that the answer does not quote, named after it with their defaults,
+    # as many as keep it within related_settings_max_chars (`rag.answering._with_related_settings`). Chosen by
+    # `evals/tune_answers.py --only related_settings_max related_settings_depth related_settings_max_chars`
+    # (evals/reports/tune_related_settings.md).
+    related_settings_max: int = 3
+    related_settings_depth: int = 5
+    related_settings_max_chars: int = 860
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
     query_threads: int = 1  # embedding threads when serving: concurrent requests beat intra-op threads on few cores
     llm_provider: str = "openai"  # openai | ollama

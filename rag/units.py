@@ -889,6 +889,21 @@ def _render_items(*pieces: str) -> str:
     return "\n".join(out)
 
 
+def setting_default(unit: EvidenceUnit) -> str | None:
+    """A setting entry's default as its "Default:" row gives it ("" or "null" for none); None without the row."""
+    if unit.kind != "setting":
+        return None
+    rows = [row_cells(line) for line in unit.parts[-1].split("\n")]
+    return next((cells[1] for cells in rows if len(cells) == 2 and cells[0] == "Default:"), None)
+
+
+def render_setting_mention(unit: EvidenceUnit, marker: int) -> str:
+    """A setting entry in a few words, its name and default: "`num.io.threads` (default 8) [3]"."""
+    default = setting_default(unit)
+    value = "" if default is None else " (no default)" if default in ("", "null") else f" (default {default})"
+    return f"`{unit.subject}`{value} [{marker}]"
+
+
 def _render_setting(unit: EvidenceUnit) -> str:
     parts = list(unit.parts)
     rows = parts.pop()

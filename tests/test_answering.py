@@ -58,6 +58,9 @@ def shape(**overrides) -> AnswerShape:
         "echo_share": 1.01,
         "max_chars": 5000,
         "ask_min": 0.8,
+        "related_max": 0,
+        "related_depth": 5,
+        "related_max_chars": 5000,
     } | overrides
     return AnswerShape(**values)
 
@@ -696,6 +699,76 @@ def test_a_setting_with_a_default_brings_no_other_entry():
     )
     _check(draft)
     assert "log.retention.minutes`:" not in draft.text, draft.text
+
+
+ISR_DESIGN = (
+    "The leader keeps track of the set of in-sync replicas. "
+    "The determination of lagging replicas is controlled through configuration."
+)
+
+
+UNSET = "log.retention.minutes"
+
+
+def _isr_answer(**overrides):
+    """A design passage answers; setting entries rank below it: one the answer names, two it does not."""
+    axes = _Axes()
+    design = candidate(axes, "design", ISR_DESIGN, [0.9, 0.8])
+    fetch_wait = candidate(
+        axes, "wait", _retention_entry("milliseconds", "500"), [0.7], heading="replica.fetch.wait.max.ms"
+    )
+    lag = candidate(axes, "lag", _retention_entry("milliseconds", "30000"), [0.6], heading="replica.lag.time.max.ms")
+    unset = candidate(axes, "unset", _retention_entry("minutes", "null"), [0.1], heading="log.retention.minutes")
+    draft = extract_answer(
+        ranked([design, fetch_wait, lag, unset], "what decides when a follower drops out of the ISR?"),
+        shape(max_units_fact=2, **overrides),
+    )
+    _check(draft)
+    return draft
+
+
+def test_setting_entries_the_answer_does_not_name_close_it_with_their_defaults():
+    draft = _isr_answer(related_max=3, relative_cutoff=0.4)
+    assert draft.text.endswith(
+        "Related settings: `replica.fetch.wait.max.ms` (default 500) [2]"
+        " · `replica.lag.time.max.ms` (default 30000) [3]"
+    ), draft.text  # `log.retention.minutes` scores too far below the lead
+    assert [c.passage.chunk_id for c in draft.citations] == ["design", "wait", "lag"]
+    assert "Default: | 30000" in draft.citations[2].quotes[-1]  # the default is quoted from the entry
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"related_max": 0}, []),
+        ({"related_max": 1}, ["replica.fetch.wait.max.ms"]),
+        ({"related_max": 3, "related_depth": 2}, ["replica.fetch.wait.max.ms"]),
+        ({"related_max": 3, "related_max_chars": 80}, ["replica.fetch.wait.max.ms"]),  # as many as fit
+        ({"related_max": 3, "related_max_chars": 10}, []),  # a long answer stays as it is
+        ({"related_max": 3, "relative_cutoff": 1.0}, ["replica.fetch.wait.max.ms", "replica.lag.time.max.ms", UNSET]),
+    ],
+)
+def test_the_related_settings_line_is_bounded_by_count_depth_length_and_score(overrides, named):
+    """`related_max_chars` is given here as the room over the answer without the line."""
+    bare = len(_isr_answer(relative_cutoff=0.4).text)
+    if "related_max_chars" in overrides:
+        overrides = {**overrides, "related_max_chars": bare + overrides["related_max_chars"]}
+    draft = _isr_answer(**{"relative_cutoff": 0.4, **overrides})
+    line = draft.text.split("Related settings: ")[1] if "Related settings: " in draft.text else ""
+    assert re.findall(r"`([^`]+)` \(", line) == named, draft.text
+    assert len(draft.text) <= overrides.get("related_max_chars", 5000)
+
+
+def test_a_setting_the_answer_names_is_not_related_again_and_one_without_default_says_so():
+    axes = _Axes()
+    entry = candidate(axes, "ms", _retention_entry("milliseconds", "604800000"), [0.9], heading="log.retention.ms")
+    again = candidate(axes, "again", _retention_entry("milliseconds", "1"), [0.8], heading="log.retention.ms")
+    unset = candidate(axes, "minutes", _retention_entry("minutes", "null"), [0.7], heading="log.retention.minutes")
+    draft = extract_answer(
+        ranked([entry, again, unset], "how long is log data kept?"), shape(max_units_fact=1, related_max=3)
+    )
+    _check(draft)
+    assert draft.text.endswith("Related settings: `log.retention.minutes` (no default) [2]"), draft.text
 
 
 def _compression_entry(axes: _Axes, section: str, description: str, default: str, score: float):

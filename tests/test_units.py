@@ -21,8 +21,10 @@ from rag.units import (
     leading_list_end,
     list_ending,
     render_list_items,
+    render_setting_mention,
     render_shared_lead,
     render_unit,
+    setting_default,
     starts_in_list,
     table_start,
     unit_texts,
@@ -798,3 +800,19 @@ def test_two_settings_with_one_description_are_both_shown_whole():
         "`ssl.truststore.password`: The password of the store. (Default: null) [1]",
         "`ssl.keystore.password`: The password of the store. (Default: null) [1]",
     ]
+
+
+@pytest.mark.parametrize(
+    ("rows", "default", "mention"),
+    [
+        ("Type: | int\nDefault: | 8\nImportance: | high", "8", "`num.io.threads` (default 8) [3]"),
+        ("Type: | string\nDefault: | null", "null", "`num.io.threads` (no default) [3]"),
+        ('Type: | list\nDefault: | ""', '""', '`num.io.threads` (default "") [3]'),
+        ("Type: | int\nImportance: | high", None, "`num.io.threads` [3]"),  # no default row: nothing said of one
+    ],
+)
+def test_a_setting_is_mentioned_by_its_name_and_the_default_its_entry_gives(rows, default, mention):
+    unit = EvidenceUnit("setting", ("The number of threads.", rows), "num.io.threads")
+    assert setting_default(unit) == default
+    assert render_setting_mention(unit, 3) == mention
+    assert setting_default(EvidenceUnit("sentence", ("Default: | 8",))) is None
