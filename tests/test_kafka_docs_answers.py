@@ -178,6 +178,32 @@ def test_the_default_of_acks_is_all(docs):
     assert answer.citations[0].passage.source_path == "generated/producer_config.html", shown(answer)
 
 
+RELATED_MENTION = re.compile(r"`([^`]+)`(?: \((default (.+?)|no default)\))? \[(\d+)\]")
+
+
+@pytest.mark.parametrize(
+    ("question", "setting"),
+    [
+        ("The log cleaner reports buffer utilization of 90% on every pass. which memory setting is that?",
+         "log.cleaner.dedupe.buffer.size"),
+        ("MirrorMaker 2 checkpoints: how often are consumer group offsets synced to the target cluster?",
+         "sync.group.offsets.interval.seconds"),
+    ],
+)  # fmt: skip
+def test_an_answer_closes_with_the_settings_it_does_not_name_cited_to_their_entries(docs, question, setting):
+    answer = docs.ask(question)
+    assert "\nRelated settings: " in answer.text and len(answer.text) <= 860, shown(answer)
+    body, line = answer.text.split("\nRelated settings: ")
+    mentions = RELATED_MENTION.findall(line)
+    assert setting in [key for key, *_ in mentions], shown(answer)
+    cited = {c.marker: c.passage for c in answer.citations}
+    for key, _, default, marker in mentions:
+        entry = cited[int(marker)]
+        assert entry.section_path[-1] == key, shown(answer)  # cited to the setting's own entry
+        assert not default or f"Default: | {default}" in entry.text, shown(answer)  # its default, as the entry says
+        assert f"`{key}`" not in body, shown(answer)  # not a setting the answer names already
+
+
 def test_a_question_that_asks_two_things_is_answered_on_both(docs):
     question = (
         "Our checkout service's producer throws BufferExhaustedException during flash sales. Which setting bounds "
