@@ -904,6 +904,11 @@ def render_setting_mention(unit: EvidenceUnit, marker: int) -> str:
     return f"`{unit.subject}`{value} [{marker}]"
 
 
+# The configuration reference's rating of how often a setting needs attention: an answer about a setting shows
+# its name, description, type, default, valid values and how it can be updated, and spends no room on that.
+UNSHOWN_SETTING_LABELS = ("Importance:",)
+
+
 def _render_setting(unit: EvidenceUnit) -> str:
     parts = list(unit.parts)
     rows = parts.pop()
@@ -912,7 +917,7 @@ def _render_setting(unit: EvidenceUnit) -> str:
     values = []
     for row in rows.split("\n"):
         label, _, value = row.partition(" |")
-        if value.strip():
+        if value.strip() and label.strip() not in UNSHOWN_SETTING_LABELS:
             values.append(f"{label.strip().rstrip(':')}: {value.strip()}")
     text = f"`{unit.subject}`" if unit.subject else ""
     if parts:

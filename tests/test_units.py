@@ -591,10 +591,12 @@ def test_render_code_with_and_without_lead_in():
 
 
 def test_render_setting():
+    """Name, description, type, default and valid values; the reference's importance rating takes no room."""
     first, second = [u for u in build_units(SETTINGS, heading="acks") if u.kind == "setting"]
+    assert "Importance: | low" in first.parts[-1]
     assert render_unit(first, 1) == (
         "`acks`: The number of acknowledgments the producer requires. This controls durability. "
-        "(Type: string · Default: all · Valid Values: [all, -1, 0, 1] · Importance: low) [1]"
+        "(Type: string · Default: all · Valid Values: [all, -1, 0, 1]) [1]"
     )
     assert render_unit(second, 2).startswith("`retries`: Setting a value greater than zero")
 
