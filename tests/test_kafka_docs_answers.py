@@ -184,8 +184,7 @@ RELATED_MENTION = re.compile(r"`([^`]+)`(?: \((default (.+?)|no default)\))? \[(
 @pytest.mark.parametrize(
     ("question", "setting"),
     [
-        ("The log cleaner reports buffer utilization of 90% on every pass. which memory setting is that?",
-         "log.cleaner.dedupe.buffer.size"),
+        ("how long does the group coordinator keep committed offsets of an empty group?", "offsets.retention.minutes"),
         ("MirrorMaker 2 checkpoints: how often are consumer group offsets synced to the target cluster?",
          "sync.group.offsets.interval.seconds"),
     ],
