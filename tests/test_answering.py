@@ -711,7 +711,8 @@ UNSET = "log.retention.minutes"
 
 
 def _isr_answer(**overrides):
-    """A design passage answers; setting entries rank below it: one the answer names, two it does not."""
+    """A design passage answers, naming no setting; three setting entries rank below it, the last one far below
+    the lead's score."""
     axes = _Axes()
     design = candidate(axes, "design", ISR_DESIGN, [0.9, 0.8])
     fetch_wait = candidate(
