@@ -33,6 +33,7 @@ from rag.settings import Settings
 from rag.units import (
     EvidenceUnit,
     build_units,
+    has_no_default,
     is_lead_in_sentence,
     is_log,
     is_title,
@@ -45,7 +46,6 @@ from rag.units import (
     render_shared_lead,
     render_unit,
     row_cells,
-    setting_default,
     with_list_lead_in,
     with_table_header,
 )
@@ -313,7 +313,7 @@ def _default_sources(lead: _Scored, scored: list[_Scored], candidates: tuple[Can
     entries = {u.unit.subject.lower(): u for u in scored if u.unit.kind == "setting" and _is_own_entry(u)}
     sources: list[_Scored] = []
     entry: _Scored | None = lead
-    while entry is not None and len(sources) < MAX_DEFAULT_HOPS and _has_no_default(entry.unit):
+    while entry is not None and len(sources) < MAX_DEFAULT_HOPS and has_no_default(entry.unit):
         # The section's description and the sentences after its rows, which may say where the value comes from.
         lines = candidates[entry.candidate_index].passage.text.split("\n")
         said = [line for line in lines if len(row_cells(line)) < 2]
@@ -321,11 +321,6 @@ def _default_sources(lead: _Scored, scored: list[_Scored], candidates: tuple[Can
         entry = next((entries[i] for i in named if i in entries and not _among(entries[i], [lead, *sources])), None)
         sources += [entry] if entry is not None else []
     return sources
-
-
-def _has_no_default(unit: EvidenceUnit) -> bool:
-    """A setting entry whose default row is null or empty."""
-    return setting_default(unit) in ("", "null")
 
 
 def _answers_to_asks(asks: Sequence[Ranked], ranked: Ranked, shape: AnswerShape) -> list[tuple[int, int]]:
@@ -420,7 +415,7 @@ def _with_related_settings(
     `shape.related_max_chars` (and `max_chars`): the units shown keep their place, and a long answer stays
     as it is."""
     related: list[_Scored] = []
-    for unit in sorted(scored, key=lambda u: (u.candidate_index, u.unit.position)):
+    for unit in scored:  # in passage order, each passage's units in its own
         subject = unit.unit.subject
         if (
             len(related) < shape.related_max

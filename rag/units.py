@@ -897,10 +897,15 @@ def setting_default(unit: EvidenceUnit) -> str | None:
     return next((cells[1] for cells in rows if len(cells) == 2 and cells[0] == "Default:"), None)
 
 
+def has_no_default(unit: EvidenceUnit) -> bool:
+    """A setting entry whose default row is null or empty."""
+    return setting_default(unit) in ("", "null")
+
+
 def render_setting_mention(unit: EvidenceUnit, marker: int) -> str:
     """A setting entry in a few words, its name and default: "`num.io.threads` (default 8) [3]"."""
     default = setting_default(unit)
-    value = "" if default is None else " (no default)" if default in ("", "null") else f" (default {default})"
+    value = "" if default is None else " (no default)" if has_no_default(unit) else f" (default {default})"
     return f"`{unit.subject}`{value} [{marker}]"
 
 
