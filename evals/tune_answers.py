@@ -1,15 +1,19 @@
 """Choose the extractive answer's shape settings on the tuning parts of the golden files.
 
     python -m evals.tune_answers --set evals/golden.jsonl seeds index \\
-        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index
+        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs /tmp/kafka-docs-index \\
+        [--half-indexes SEEDS_H0 SEEDS_H1 DOCS_H0 DOCS_H1]
 
 Coordinate search over the `AnswerShape` settings (units per answer, the relative cutoff, novelty, the
 unit score's weights, the score the best unit of one of several asks needs to be held, and the rendered
 answer's character budget `answer_max_chars`): each setting in turn takes the value that maximises key-fact
 recall on the answerable tuning questions while every golden file's median answer stays under
-`MAX_MEDIAN_CHARS`; two rounds. `--only NAME ...` searches those settings alone, the others kept as they are.
-The report also shows source precision (the share of cited passages from the item's source documents), so
-a setting that pads answers with lines from unrelated pages is visible. Test-part ids are never read.
+`MAX_MEDIAN_CHARS`; two rounds. Recall within `RECALL_TIE` is a tie, which source precision (the share of
+cited passages from the item's source documents) breaks: a setting that pads answers with lines from
+unrelated pages loses it. `--only NAME ...` searches those settings alone, the others kept as they are.
+With `--half-indexes` each question is asked of the index whose embedding adapter did not see it
+(`evals/held_out_tuning.py`): a bound on a unit's cosine needs that, since on the served index a tuning
+question's cosines are in-sample, higher than a new question's. Test-part ids are never read.
 Prints the chosen values (copy them into `rag/settings.py`) and writes `evals/reports/tune_answers.md`.
 """
 
@@ -21,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from evals.fit_embedding import add_half_indexes_argument, half, half_index_pairs
 from evals.golden import GoldenItem, add_set_argument, load_golden, select_part
 from evals.metrics import facts_found, source_precision
 from rag import Assistant, Settings
@@ -40,12 +45,16 @@ GRID: dict[str, tuple[float, ...]] = {
     "unit_echo_weight": (0.0, 0.1, 0.3, 0.5),
     "unit_echo_share": (0.6, 0.8, 0.9, 1.01),  # 1.01: never
     "unit_ask_min": (0.6, 0.7, 0.8, 0.9, 1.0, 9.0),  # 9.0: never
+    "unit_floor": (0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45),
     "answer_max_chars": (850, 900, 950, 1000, 1050),  # the rendered answer's bound, markers and headings included
     "related_settings_max": (0, 1, 2, 3, 4),
     "related_settings_depth": (2, 3, 5, 8),
     "related_settings_max_chars": (600, 700, 800, 860, 950),
 }
 ROUNDS = 2
+# Key-fact recall differences this small are about one fact of one answer among the ~380 answerable tuning
+# questions: a tie, broken by source precision (`better`).
+RECALL_TIE = 0.002
 REPORT = Path("evals/reports/tune_answers.md")
 
 
@@ -56,22 +65,28 @@ class Result:
     median_chars: float  # the longest of the golden files' median answer lengths
 
 
-def score(assistants: Sequence[tuple[Assistant, list[GoldenItem]]], values: dict[str, float]) -> Result:
+# One golden file's answerable tuning questions, each with the assistant it is asked of: the served index's for
+# all of them, or with `--half-indexes` the one whose embedding adapter did not see it.
+TuningSet = Sequence[tuple[Assistant, list[GoldenItem]]]
+
+
+def score(sets: Sequence[TuningSet], values: dict[str, float]) -> Result:
     """Key-fact recall, source precision and median answer length of answerable tuning questions under `values`."""
     recalls: list[float] = []
     precisions: list[float] = []
     medians: list[float] = []
-    for assistant, items in assistants:
-        tuned = assistant.with_settings(**values)
+    for tuning_set in sets:
         lengths: list[int] = []
-        for item in items:
-            answer = tuned.ask(item.question, item.history)
-            found = facts_found(answer.text, item.facts)
-            recalls.append(sum(found) / len(found) if found else 1.0)
-            precision = source_precision([c.passage.source_path for c in answer.citations], item.sources)
-            if not answer.abstained and precision is not None:
-                precisions.append(precision)
-                lengths.append(len(answer.text))
+        for assistant, items in tuning_set:
+            tuned = assistant.with_settings(**values)
+            for item in items:
+                answer = tuned.ask(item.question, item.history)
+                found = facts_found(answer.text, item.facts)
+                recalls.append(sum(found) / len(found) if found else 1.0)
+                precision = source_precision([c.passage.source_path for c in answer.citations], item.sources)
+                if not answer.abstained and precision is not None:
+                    precisions.append(precision)
+                    lengths.append(len(answer.text))
         medians.append(statistics.median(lengths) if lengths else 0.0)
     return Result(
         statistics.fmean(recalls),
@@ -80,15 +95,14 @@ def score(assistants: Sequence[tuple[Assistant, list[GoldenItem]]], values: dict
     )
 
 
-def tune(
-    assistants: Sequence[tuple[Assistant, list[GoldenItem]]], only: Sequence[str] = ()
-) -> tuple[dict[str, float], Result, list[str]]:
+def tune(sets: Sequence[TuningSet], only: Sequence[str] = ()) -> tuple[dict[str, float], Result, list[str]]:
     """Coordinate search from the current settings: (chosen values, their result, report table lines).
-    A value is taken only when every golden file's median answer stays within `MAX_MEDIAN_CHARS`."""
-    defaults = assistants[0][0].settings
+    A value is taken only when every golden file's median answer stays within `MAX_MEDIAN_CHARS` (`better`)."""
+    defaults = sets[0][0][0].settings
     grid = {name: values for name, values in GRID.items() if not only or name in only}
     values: dict[str, float] = {name: getattr(defaults, name) for name in grid}
-    best = start = score(assistants, values)
+    best = start = score(sets, values)
+    top_recall = best.recall if best.median_chars <= MAX_MEDIAN_CHARS else 0.0
     lines = [f"Start {values}: {_summary(start)}", "",
              "| round | setting | value | key-fact recall | source precision | longest median chars |",
              "|---|---|---|---|---|---|"]  # fmt: skip
@@ -96,35 +110,73 @@ def tune(
         for name, choices in grid.items():
             for value in choices:
                 trial = {**values, name: value}
-                result = score(assistants, trial)
+                result = score(sets, trial)
                 lines.append(
                     f"| {round_number} | {name} | {value} | {result.recall:.3f} | {result.precision:.3f} "
                     f"| {result.median_chars:.0f} |"
                 )
-                within = result.median_chars <= MAX_MEDIAN_CHARS
-                # From a start over the limit, any shorter setting is a step towards it.
-                if within and (result.recall > best.recall + 1e-9 or best.median_chars > MAX_MEDIAN_CHARS):
+                if result.median_chars <= MAX_MEDIAN_CHARS:
+                    top_recall = max(top_recall, result.recall)
+                if better(result, best, top_recall):
                     values, best = trial, result
     return values, best, lines
 
 
-def tuning_sets(sets: Sequence[tuple[Path, Path, Path]]) -> list[tuple[Assistant, list[GoldenItem]]]:
-    """(assistant on the index, answerable tuning items) per `--set GOLDEN CORPUS INDEX`."""
-    assistants = []
-    for golden, corpus, index in sets:
+def better(result: Result, best: Result, top_recall: float) -> bool:
+    """Whether `result` replaces `best`: within the median limit, with more key-fact recall than `RECALL_TIE`
+    buys; or with as much (within `RECALL_TIE` of `best`, and of the best recall the search has seen, so that
+    ties never walk recall down) and more source precision: a line from an unrelated page costs the user
+    reading time, and a difference of one fact in one answer is no evidence either way."""
+    if result.median_chars > MAX_MEDIAN_CHARS:
+        return False
+    if best.median_chars > MAX_MEDIAN_CHARS:
+        return True  # from a start over the limit, any shorter setting is a step towards it
+    if result.recall > best.recall + RECALL_TIE:
+        return True
+    tied = abs(result.recall - best.recall) <= RECALL_TIE and result.recall >= top_recall - RECALL_TIE
+    return tied and result.precision > best.precision + 1e-9
+
+
+def tuning_sets(sets: Sequence[tuple[Path, Path, Path]], halves: Sequence[tuple[Path, Path]] = ()) -> list[TuningSet]:
+    """A `TuningSet` per `--set GOLDEN CORPUS INDEX`: its answerable tuning items asked of INDEX, or with `halves`
+    (two indexes per set) each asked of `halves[set][half(id)]`."""
+    tuning = []
+    for number, (golden, corpus, index) in enumerate(sets):
         items = [i for i in select_part(load_golden(golden, corpus), "tune") if i.answerable]
-        assistants.append((Assistant.from_settings(Settings.from_env(index_dir=index)), items))
-    return assistants
+        indexes = list(halves[number]) if halves else [index]
+        tuning.append(
+            [
+                (
+                    Assistant.built_with(Settings.from_env(index_dir=path)),
+                    [item for item in items if len(indexes) == 1 or half(item.id) == position],
+                )
+                for position, path in enumerate(indexes)
+            ]
+        )
+    return tuning
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_set_argument(parser)
+    add_half_indexes_argument(parser)
     parser.add_argument("--report", type=Path, default=REPORT)
     parser.add_argument("--only", nargs="+", choices=sorted(GRID), default=(), help="search these settings alone")
     args = parser.parse_args(argv)
-    values, best, table = tune(tuning_sets(args.set), args.only)
-    lines = ["# Answer shape tuning (tuning parts only)", "", *table, "", f"Chosen: {values}", f"{_summary(best)}.", ""]
+    halves = half_index_pairs(parser, args)
+    values, best, table = tune(tuning_sets(args.set, halves), args.only)
+    view = "held out from the embedding adapter (`--half-indexes`)" if halves else "served indexes"
+    lines = [
+        "# Answer shape tuning (tuning parts only)",
+        "",
+        f"Questions asked of: {view}.",
+        "",
+        *table,
+        "",
+        f"Chosen: {values}",
+        f"{_summary(best)}.",
+        "",
+    ]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines), encoding="utf-8")
     print(f"chosen {values}: {_summary(best)}; wrote {args.report}")

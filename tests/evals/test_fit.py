@@ -336,6 +336,22 @@ def test_the_chosen_chunk_size_keeps_every_median_answer_concise():
     assert tune_chunking.choose(table) == 1100
 
 
+@pytest.mark.parametrize(
+    ("recall", "precision", "chars", "top", "taken"),
+    [
+        (0.700, 0.60, 850, 0.690, True),  # more recall than a tie
+        (0.691, 0.50, 850, 0.691, False),  # a tie, less precise
+        (0.689, 0.70, 850, 0.690, True),  # a tie, more precise
+        (0.689, 0.70, 850, 0.692, False),  # a tie with the best, but walks down from the best the search saw
+        (0.750, 0.90, 880, 0.690, False),  # over the median limit
+    ],
+)
+def test_answer_tuning_breaks_a_recall_tie_by_source_precision(recall, precision, chars, top, taken):
+    best = tune_answers.Result(recall=0.690, precision=0.60, median_chars=850)
+    trial = tune_answers.Result(recall=recall, precision=precision, median_chars=chars)
+    assert tune_answers.better(trial, best, top) is taken
+
+
 def test_answer_tuning_with_only_searches_those_settings_on_tuning_questions(
     seeds_index, golden, asked, monkeypatch, tmp_path
 ):
@@ -352,6 +368,32 @@ def test_answer_tuning_with_only_searches_those_settings_on_tuning_questions(
     ]
     assert rows == ["answer_max_chars", "answer_max_chars"]
     assert "Chosen: {'answer_max_chars':" in report.read_text(encoding="utf-8")
+
+
+def test_answer_tuning_with_half_indexes_asks_each_question_of_the_half_index_that_did_not_see_it(
+    seeds_index, golden, monkeypatch, tmp_path
+):
+    """A bound on a unit's cosine is chosen on cosines a new question gets, not the served adapter's in-sample ones."""
+    (tmp_path / "half-0").symlink_to(seeds_index, target_is_directory=True)
+    (tmp_path / "half-1").symlink_to(seeds_index, target_is_directory=True)
+    halves = (tmp_path / "half-0", tmp_path / "half-1")
+    monkeypatch.setattr(tune_answers, "GRID", {"unit_floor": (0.0,)})
+    monkeypatch.setattr(tune_answers, "ROUNDS", 1)
+    asked: list[tuple[tuple, Path]] = []
+    real = Assistant.ask
+
+    def spy(self, question, history=(), **kwargs):
+        asked.append((_key(question, history), Path(self.settings.index_dir)))
+        return real(self, question, history, **kwargs)
+
+    monkeypatch.setattr(Assistant, "ask", spy)
+    report = tmp_path / "tune_answers.md"
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--half-indexes", *map(str, halves)]
+    assert tune_answers.main([*argv, "--report", str(report)]) == 0
+    answerable = [i for i in select_part(golden, "tune") if i.answerable]
+    expected = sorted((_key(i.question, i.history), halves[fit_embedding.half(i.id)]) for i in answerable)
+    assert sorted(set(asked)) == sorted(set(expected)) and {index for _, index in asked} == set(halves)
+    assert "held out from the embedding adapter" in report.read_text(encoding="utf-8")
 
 
 def test_held_out_tuning_asks_each_tuning_question_of_the_half_index_that_did_not_see_it(
