@@ -69,6 +69,7 @@ class AnswerShape:
     echo_share: float  # ... or a code unit with this share of its words in the question (the user's own log lines)
     max_chars: int  # stop adding units past this many characters
     ask_min: float  # the best unit for one of several asks is held when it scores this much for that ask
+    floor: float  # cosine a unit needs to be chosen for its own sake, not only beside a chosen one
     related_max: int  # setting entries the answer does not quote, named with their defaults after it
     related_depth: int  # ... from this many first passages
     related_max_chars: int  # ... in an answer that stays within this many characters with them
@@ -88,6 +89,7 @@ class AnswerShape:
             echo_share=settings.unit_echo_share,
             max_chars=settings.answer_max_chars,
             ask_min=settings.unit_ask_min,
+            floor=settings.unit_floor,
             related_max=settings.related_settings_max,
             related_depth=settings.related_settings_depth,
             related_max_chars=settings.related_settings_max_chars,
@@ -112,6 +114,7 @@ class _Scored:
     bucket: str
     entry: int = -1  # the position of the setting entry this unit belongs to in its passage, its own when it is one
     size: int = 0  # characters the unit takes in the rendered answer: its words, names, labels, marker, blank line
+    faint: bool = False  # below `AnswerShape.floor` and naming nothing the question is about
 
 
 HEADINGS_CHARS = 60  # the troubleshooting layout's part headings: the two longest take 52 with their blank lines
@@ -257,12 +260,18 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
         pool = [u for u in pool if u is not unit]
+    # A unit under the floor is quoted only beside one chosen for its own sake, as its sequel or its preamble:
+    # never one faint sentence after another through a passage.
+    anchors = list(chosen)
     while pool and len(chosen) < limit:
         # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
         # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
         # raised: the sentence after "check if there is a hung transaction" says how to check.
+        eligible = [u for u in pool if not u.faint or _beside(u, anchors)]
+        if not eligible:
+            break
         unit = max(
-            pool,
+            eligible,
             key=lambda u: (
                 _shared_lead_in(u, chosen) > 0,
                 _with_neighbours(u, chosen, shape),
@@ -279,6 +288,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
             continue  # too far below its part's best
         added, cost = _admitted(unit, chosen, seen_terms, by_place, shape.max_chars - chars, limit, shape)
         chosen += added
+        anchors += [unit] if unit in added and not unit.faint else []
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
     chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars)
@@ -692,11 +702,14 @@ def _repeats(terms: frozenset[str], asked: frozenset[str], share: float) -> bool
 
 def _with_neighbours(unit: _Scored, chosen: list[_Scored], shape: AnswerShape) -> float:
     """The unit's score, plus `neighbour_weight` when it stands next to a chosen unit of its passage."""
-    beside = any(
+    return unit.score + shape.neighbour_weight * _beside(unit, chosen)
+
+
+def _beside(unit: _Scored, chosen: list[_Scored]) -> bool:
+    return any(
         other.candidate_index == unit.candidate_index and abs(other.unit.position - unit.unit.position) == 1
         for other in chosen
     )
-    return unit.score + shape.neighbour_weight * beside
 
 
 def _sibling_entry(unit: _Scored, lead: _Scored, candidates: tuple[Candidate, ...], query: Query) -> bool:
@@ -811,7 +824,8 @@ def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate,
         size = len(render_unit(with_table_header(unit, candidate.table_header), index + 1)) + len("\n\n")
         if belongs >= 0 and unit.kind == "sentence":
             size += len(f"`{heading}`: ")  # may be named by its heading (`_render`)
-        scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit), belongs, size))
+        faint = similarity < shape.floor and not named
+        scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit), belongs, size, faint))
     return scored
 
 

@@ -80,6 +80,13 @@ class Settings:
     # A question that asks several things holds the best unit for each ask searched alone, when it scores this
     # much (`rag.answering.AnswerShape.ask_min`).
     unit_ask_min: float = 0.8
+    # A unit whose cosine with the question stays under this is added only right beside one chosen for its own
+    # sake, as its sequel or its preamble, never in a chain (`rag.answering.AnswerShape.floor`): a sentence that
+    # merely scores near the lead ("ZooKeeper has been upgraded to version 3.6.3" under an answer about `acks`)
+    # tells the user nothing. Units naming what the question is about are exempt. Chosen by `evals/tune_answers.py
+    # --half-indexes ... --only unit_floor` on cosines held out from the adapter (evals/reports/tune_unit_floor.md):
+    # on the served index the tuning questions' cosines are in-sample, and the same search chose 0.35 there.
+    unit_floor: float = 0.2
     # The rendered answer (quoted words, names, labels, markers, part headings) stays within this many
     # characters: concise by construction on any mix of questions (a limit on the tuning parts' median alone
     # let the test parts' answers run longer). Chosen by `evals/tune_answers.py --only answer_max_chars`:

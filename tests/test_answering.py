@@ -58,6 +58,7 @@ def shape(**overrides) -> AnswerShape:
         "echo_share": 1.01,
         "max_chars": 5000,
         "ask_min": 0.8,
+        "floor": 0.0,
         "related_max": 0,
         "related_depth": 5,
         "related_max_chars": 5000,
@@ -268,6 +269,37 @@ def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(wei
     draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2, neighbour_weight=weight))
     _check(draft)
     assert _units(draft.text)[1].startswith(second)
+
+
+def test_a_unit_under_the_floor_is_quoted_only_beside_one_chosen_for_its_own_sake():
+    """A sentence that merely scores near the lead tells the user nothing ("ZooKeeper has been upgraded to version
+    3.6.3" under an answer about `acks`); one that continues a quoted sentence still reads as its sequel, but
+    not a chain of them through a passage."""
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.9, 0.2, 0.1])  # the lead, then two faint sentences of its passage
+    early, consume = OTHER.split(". ")
+    faint = candidate(axes, "faint", early + ".", [0.25])
+    over = candidate(axes, "over", consume, [0.5])
+    question = ranked([top, faint, over], FACT)
+    unfloored = extract_answer(question, shape(max_units_fact=5))
+    _check(unfloored)
+    assert "ShareFetch" in unfloored.text and "early access" in unfloored.text, unfloored.text
+    floored = extract_answer(question, shape(max_units_fact=5, floor=0.3))
+    _check(floored)
+    assert _units(floored.text)[0].startswith("The record lock expired"), floored.text
+    # Beside the lead, its next sentence stays, not the faint one after that; nor the other faint passage.
+    assert "Increase" in floored.text and "ShareFetch" not in floored.text, floored.text
+    assert "early access" not in floored.text and "cooperatively consume" in floored.text, floored.text
+
+
+def test_a_unit_that_names_what_the_question_is_about_is_over_any_floor():
+    axes = _Axes()
+    top = candidate(axes, "top", OTHER, [0.9, 0.8])
+    named = candidate(axes, "named", FIX, [0.1, 0.1, 0.1])  # names group.share.record.lock.duration.ms
+    question = "what is group.share.record.lock.duration.ms?"
+    draft = extract_answer(ranked([top, named], question), shape(max_units_fact=3, floor=0.3))
+    _check(draft)
+    assert "group.share.record.lock.duration.ms" in draft.text, draft.text
 
 
 def test_a_fact_answer_takes_no_log_excerpt_but_a_troubleshooting_answer_shows_it_as_the_cause():
