@@ -336,6 +336,26 @@ def test_the_chosen_chunk_size_keeps_every_median_answer_concise():
     assert tune_chunking.choose(table) == 1100
 
 
+def _half_indexes(index: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """Two "half indexes" that are the same index: the routing is what is tested, not the figures."""
+    for name in ("half-0", "half-1"):
+        (tmp_path / name).symlink_to(index, target_is_directory=True)
+    return tmp_path / "half-0", tmp_path / "half-1"
+
+
+def _indexes_asked(monkeypatch, method: str) -> list[tuple[tuple, Path]]:
+    """Every (question key, index folder) the assistant's `method` is called with from now on."""
+    asked: list[tuple[tuple, Path]] = []
+    real = getattr(Assistant, method)
+
+    def spy(self, question, history=(), **kwargs):
+        asked.append((_key(question, history), Path(self.settings.index_dir)))
+        return real(self, question, history, **kwargs)
+
+    monkeypatch.setattr(Assistant, method, spy)
+    return asked
+
+
 @pytest.mark.parametrize(
     ("recall", "precision", "chars", "top", "taken"),
     [
@@ -374,19 +394,10 @@ def test_answer_tuning_with_half_indexes_asks_each_question_of_the_half_index_th
     seeds_index, golden, monkeypatch, tmp_path
 ):
     """A bound on a unit's cosine is chosen on cosines a new question gets, not the served adapter's in-sample ones."""
-    (tmp_path / "half-0").symlink_to(seeds_index, target_is_directory=True)
-    (tmp_path / "half-1").symlink_to(seeds_index, target_is_directory=True)
-    halves = (tmp_path / "half-0", tmp_path / "half-1")
+    halves = _half_indexes(seeds_index, tmp_path)
     monkeypatch.setattr(tune_answers, "GRID", {"unit_floor": (0.0,)})
     monkeypatch.setattr(tune_answers, "ROUNDS", 1)
-    asked: list[tuple[tuple, Path]] = []
-    real = Assistant.ask
-
-    def spy(self, question, history=(), **kwargs):
-        asked.append((_key(question, history), Path(self.settings.index_dir)))
-        return real(self, question, history, **kwargs)
-
-    monkeypatch.setattr(Assistant, "ask", spy)
+    asked = _indexes_asked(monkeypatch, "ask")
     report = tmp_path / "tune_answers.md"
     argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--half-indexes", *map(str, halves)]
     assert tune_answers.main([*argv, "--report", str(report)]) == 0
@@ -399,17 +410,8 @@ def test_answer_tuning_with_half_indexes_asks_each_question_of_the_half_index_th
 def test_held_out_tuning_asks_each_tuning_question_of_the_half_index_that_did_not_see_it(
     seeds_index, golden, monkeypatch, tmp_path
 ):
-    (tmp_path / "half-0").symlink_to(seeds_index, target_is_directory=True)
-    (tmp_path / "half-1").symlink_to(seeds_index, target_is_directory=True)
-    halves = (tmp_path / "half-0", tmp_path / "half-1")
-    asked: list[tuple[tuple, Path]] = []
-    real = Assistant.ask_and_search
-
-    def spy(self, question, history=(), **kwargs):
-        asked.append((_key(question, history), Path(self.settings.index_dir)))
-        return real(self, question, history, **kwargs)
-
-    monkeypatch.setattr(Assistant, "ask_and_search", spy)
+    halves = _half_indexes(seeds_index, tmp_path)
+    asked = _indexes_asked(monkeypatch, "ask_and_search")
     report = tmp_path / "held_out_tuning.md"
     argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--half-indexes", *map(str, halves)]
     assert held_out_tuning.main([*argv, "--report", str(report)]) == 0
