@@ -69,11 +69,15 @@ class Settings:
     answerer: str = "extractive"  # extractive | llm
     max_units_fact: int = 5  # evidence units in the answer to a question that asks for a fact
     max_units_troubleshoot: int = 6  # ... to one that reports an error or asks for a fix
-    unit_relative_cutoff: float = 0.4  # units this far below the lead unit's score are left out
+    # Units this far below the lead unit's score are left out, and units of higher-ranked passages are raised by
+    # unit_rank_weight / (1 + rank). Re-chosen held out from the adapter (`evals/tune_answers.py --half-indexes
+    # ... --only unit_relative_cutoff unit_rank_weight`, evals/reports/tune_unit_prior.md): a new question's
+    # cosines say less than the served index's in-sample ones, and the passage's rank more (0.4 and 0.3 before).
+    unit_relative_cutoff: float = 0.8
     unit_min_novelty: float = 0.35  # share of new content words a following unit must bring
     unit_overlap_weight: float = 0.0
     unit_identifier_weight: float = 0.0
-    unit_rank_weight: float = 0.3
+    unit_rank_weight: float = 0.5
     unit_neighbour_weight: float = 0.05  # for a unit next to one already in the answer, in the same passage
     unit_echo_weight: float = 0.3  # against a unit that repeats the user's pasted command, or names another exception
     unit_echo_share: float = 0.8  # ... or a code unit with this share of its words in the question (their log lines)
