@@ -288,7 +288,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
             continue  # too far below its part's best
         added, cost = _admitted(unit, chosen, seen_terms, by_place, shape.max_chars - chars, limit, shape)
         chosen += added
-        anchors += [unit] if unit in added and not unit.faint else []
+        if added and not unit.faint:  # admitted (`_admitted` gives nothing or ends with it), for its own sake
+            anchors.append(unit)
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
     chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars)
