@@ -107,6 +107,7 @@ def error_names(text: str) -> tuple[str, ...]:
 _PHRASE_PIECE = re.compile(r"[^\W_]+(?:[\w-]*[^\W_])?")
 _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 MAX_PHRASE_WORDS = 6  # the longest error name spelt as words: "Not enough replicas after append"
+RUN_TOGETHER_WORDS = (3, 4, 5)  # `UnderReplicatedPartitions`, `RequestQueueTimeMs`, `UnderMinIsrPartitionCount`
 
 
 def phrase_names(text: str, limit: int) -> tuple[str, ...]:
@@ -114,6 +115,31 @@ def phrase_names(text: str, limit: int) -> tuple[str, ...]:
     `extract_identifiers` (at most `limit`): clients that print errors in words ("Broker: Unknown Producer
     Id") name `UNKNOWN_PRODUCER_ID`. Punctuation and other tokens (`in-sync`, `read_committed`) end a run.
     Which of them the corpus carries is for retrieval to look up."""
+    names = (
+        "_".join(run[start : start + size])
+        for run in _word_runs(text)
+        for start in range(len(run))
+        for size in range(2, min(MAX_PHRASE_WORDS, len(run) - start) + 1)
+    )
+    return tuple(itertools.islice(dict.fromkeys(names), limit))
+
+
+def run_together_names(text: str, limit: int) -> tuple[str, ...]:
+    """Every run of `RUN_TOGETHER_WORDS` plain words of `text` written as one word, lower-cased (at most
+    `limit`): "under replicated partitions" and "under-replicated partitions" are `underreplicatedpartitions`,
+    which a corpus may write as one CamelCase name (`UnderReplicatedPartitions`, a broker metric). Which of
+    them it does is for retrieval to look up; two words run together are mostly a plain compound ("key store")."""
+    names = (
+        "".join(run[start : start + size])
+        for run in _word_runs(text.replace("-", " "))
+        for size in RUN_TOGETHER_WORDS
+        for start in range(len(run) - size + 1)
+    )
+    return tuple(itertools.islice(dict.fromkeys(names), limit))
+
+
+def _word_runs(text: str) -> list[list[str]]:
+    """The runs of plain words of `text`, lower-cased; punctuation and other tokens end a run."""
     runs: list[list[str]] = [[]]
     for segment in re.split(r"[^\w\s-]", text):
         for piece in _PHRASE_PIECE.findall(segment):
@@ -122,13 +148,7 @@ def phrase_names(text: str, limit: int) -> tuple[str, ...]:
             elif runs[-1]:
                 runs.append([])
         runs.append([])
-    names = (
-        "_".join(run[start : start + size])
-        for run in runs
-        for start in range(len(run))
-        for size in range(2, min(MAX_PHRASE_WORDS, len(run) - start) + 1)
-    )
-    return tuple(itertools.islice(dict.fromkeys(names), limit))
+    return [run for run in runs if run]
 
 
 def _is_config_key(candidate: str) -> bool:

@@ -21,13 +21,13 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from rag.identifiers import error_names, extract_identifiers, phrase_names
+from rag.identifiers import error_names, extract_identifiers, phrase_names, run_together_names
 from rag.lexical import tokenize
 
 MAX_SIGNAL_CHARS = 1200
 INHERITED_WORDS = 3  # words a follow-up of a follow-up takes from what the one before leaned on
 LEANED_ON_TURNS = 4  # ... read from the turns (two exchanges) before that one
-MAX_PHRASES = 4000  # word runs looked up as error names, per question: a 200 KB paste stays cheap
+MAX_PHRASES = 4000  # word runs looked up as error or CamelCase names, per question: a 200 KB paste stays cheap
 MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
 FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
 
@@ -150,6 +150,10 @@ class Query:
     # (`phrase_names`): retrieval adds those its corpus carries, whole ("Broker: Unknown topic or partition"
     # is `UNKNOWN_TOPIC_OR_PARTITION`).
     error_phrases: tuple[QueryIdentifier, ...] = ()
+    # Runs of words of the user's own lines written as one word (`run_together_names`): retrieval adds to the
+    # question's names those its corpus writes as one CamelCase name ("which metric shows under replicated
+    # partitions?" is about `UnderReplicatedPartitions`).
+    run_together: tuple[str, ...] = ()
     opening_names: tuple[str, ...] = ()  # capitalised first words of its sentences: names only if the corpus lacks them
     # Words the user's pasted command lines give as flag values, and one-word names they quote in their own
     # words (their group, topic, host): their own resources, never a sign that the corpus lacks the topic.
@@ -296,6 +300,12 @@ def parse_query(
         opening_names=tuple(dict.fromkeys(openers)),
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
         error_phrases=tuple(QueryIdentifier(n, p) for n, p in phrases.items() if n not in places),
+        run_together=tuple(
+            itertools.islice(
+                dict.fromkeys(n for line in own_words for n in run_together_names(line[:MAX_LINE_CHARS], MAX_PHRASES)),
+                MAX_PHRASES,
+            )
+        ),
         own_terms=frozenset(own_terms),
         messages=tuple(dict.fromkeys(messages))[:MAX_MESSAGES],
         named_after=tuple(dict.fromkeys(named_after)),

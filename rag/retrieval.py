@@ -304,16 +304,25 @@ class Retriever:
     def _carried_names(self, query: Query) -> dict[str, np.ndarray]:
         """The CamelCase names of the user's own words that the corpus holds, each as its one BM25 token with
         the rows holding it: a metric (`UnderMinIsrPartitionCount`) or a class (`KafkaStreams`) is what the
-        question is about, as a key or an exception is, though no identifier pattern spells it."""
+        question is about, as a key or an exception is, though no identifier pattern spells it. So is one the
+        user writes as words ("under replicated partitions", `Query.run_together`) where the corpus writes
+        those words as one CamelCase name."""
         known = {i.name for i in query.identifiers}
         found: dict[str, np.ndarray] = {}
-        for name in query.names:
-            tokens = tokenize(name) if _CAMEL_CASE.fullmatch(name) else []
-            if len(tokens) == 1 and tokens[0] not in known and tokens[0] not in found:
-                rows = rows_with(self.index.bm25, tokens[0])
-                if len(rows):
-                    found[tokens[0]] = rows
+        written = [(tokenize(name), False) for name in query.names if _CAMEL_CASE.fullmatch(name)]
+        for tokens, written_as_words in written + [(tokenize(words), True) for words in query.run_together]:
+            if len(tokens) != 1 or tokens[0] in known or tokens[0] in found:
+                continue
+            rows = rows_with(self.index.bm25, tokens[0])
+            if len(rows) and (not written_as_words or self._written_as_camel_case(tokens[0], rows)):
+                found[tokens[0]] = rows
         return found
+
+    def _written_as_camel_case(self, token: str, rows: np.ndarray) -> bool:
+        """Whether the first chunk holding `token` writes it as one CamelCase name, not as a plain compound
+        word ("keystore") that three of the user's words might also run together into."""
+        text = self._record(int(rows[0]))["text"]
+        return any(tokenize(name) == [token] for name in _CAMEL_CASE.findall(text))
 
     def _idf(self, names: Mapping[str, np.ndarray], identifier: str) -> float:
         """An identifier's weight: rarer in the corpus weighs more (a name's carriers are its BM25 rows)."""

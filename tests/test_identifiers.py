@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from rag.identifiers import command_flags, error_names, extract_identifiers, is_plain_two_part, phrase_names
+from rag.identifiers import (
+    command_flags,
+    error_names,
+    extract_identifiers,
+    is_plain_two_part,
+    phrase_names,
+    run_together_names,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -211,6 +218,18 @@ def test_plain_two_part_words_are_the_ones_only_the_corpus_can_tell(identifier, 
 )
 def test_runs_of_words_spelt_as_error_names(text, expected):
     assert phrase_names(text, 6 if text.startswith("one") else 100) == expected
+
+
+def test_runs_of_three_or_four_words_written_as_one_word():
+    """A metric or class the corpus writes as one CamelCase name, as a user writes it in words; a hyphen
+    joins words, punctuation ends a run, and two words run together are left out ("key store")."""
+    names = run_together_names("Which metric shows under-replicated partitions? key store, request queue time ms", 100)
+    assert "underreplicatedpartitions" in names and "requestqueuetimems" in names
+    assert "metricshowsunder" in names  # which of them the corpus writes as one name is for retrieval
+    assert "partitionskeystore" not in names  # "?" ends the run
+    assert "keystore" not in names
+    assert run_together_names("one two three four five", 2) == ("onetwothree", "twothreefour")
+    assert "underminisrpartitioncount" in run_together_names("the under min isr partition count metric", 100)
 
 
 @pytest.mark.parametrize(

@@ -294,6 +294,23 @@ def test_a_metric_named_beside_the_users_monitoring_stack_is_answered_from_its_r
 
 
 @pytest.mark.parametrize(
+    ("question", "metric"),
+    [
+        ("which metric shows under replicated partitions?", "UnderReplicatedPartitions"),
+        ("what is the request queue time ms metric?", "RequestQueueTimeMs"),
+        ("what does the under min isr partition count metric mean?", "UnderMinIsrPartitionCount"),
+    ],
+    ids=["under-replicated", "request-queue-time", "under-min-isr"],
+)
+def test_a_metric_asked_about_in_words_is_answered_from_its_row(docs, question, metric):
+    """Users write a metric's name as words; the docs write it as one CamelCase name in the MBean cell of
+    its row. "Under replicated partitions" was answered from MirrorMaker's monitoring section, "request queue
+    time ms" from the controller's event queue."""
+    answer = docs.ask(question)
+    assert metric in answer.text.split("\n\n")[0], shown(answer)  # the metric's row leads
+
+
+@pytest.mark.parametrize(
     "question",
     [
         # a request to translate: declined whatever it is about (the pasted exception is covered)

@@ -662,6 +662,16 @@ def test_runs_of_words_of_error_lines_are_error_phrases():
     assert "unknown_producer_id" not in {i.name for i in query.identifiers}  # retrieval adds it if known
 
 
+def test_the_users_own_words_run_together_are_candidate_names_but_a_pasted_lines_are_not():
+    query = parse_query(
+        "which metric shows under replicated partitions on the broker?\n"
+        "[2024-03-01 10:12:44,120] WARN [ReplicaFetcher replicaId=2] Error in fetch request for offline log dirs"
+    )
+    assert "underreplicatedpartitions" in query.run_together
+    assert "offlinelogdirs" not in query.run_together  # the log line is what the tool printed
+    assert "underreplicatedpartitions" not in {i.name for i in query.identifiers}  # retrieval adds it if known
+
+
 def test_a_quoted_message_in_the_users_words_gives_error_phrases_too():
     query = parse_query('confluent-kafka-go gives "Broker: Leader not available" right after we create the topic')
     phrases = {i.name: i.place for i in query.error_phrases}

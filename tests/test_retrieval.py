@@ -181,6 +181,20 @@ def test_a_camel_case_name_the_corpus_holds_is_an_identifier_the_question_is_abo
     assert all(c.identifiers == () for c in pool.candidates if c not in holding)
 
 
+def test_words_the_corpus_writes_as_one_camel_case_name_are_that_name(retriever, stage):
+    """ "last stable offset lag" is the seeds' `LastStableOffsetLag` metric, which the question is about as if
+    it had named it; "never the less" runs together into a word the seeds hold too, but as a plain word."""
+    pool = retriever.retrieve(
+        parse_query("what does the last stable offset lag show? never the less, is it per partition?"),
+        20,
+        "hybrid",
+        stage,
+    )
+    assert pool.query.focus_identifiers == {"laststableoffsetlag"}
+    holding = [c for c in pool.candidates if "LastStableOffsetLag" in c.passage.text]
+    assert holding and all(c.feature("focus_identifier") == 1.0 for c in holding)
+
+
 def test_a_pasted_exception_class_finds_the_error_it_stands_for(retriever, stage):
     query = parse_query(
         "our share consumer dies with\n"
