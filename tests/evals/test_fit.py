@@ -390,6 +390,32 @@ def test_answer_tuning_with_only_searches_those_settings_on_tuning_questions(
     assert "Chosen: {'answer_max_chars':" in report.read_text(encoding="utf-8")
 
 
+def test_the_answer_tuning_check_searches_each_half_and_scores_its_choice_on_the_other(
+    seeds_index, golden, asked, monkeypatch, tmp_path
+):
+    """A search that fits noise wins on the questions it searched and loses on others: the check runs it on
+    each half of the tuning questions and scores its choice on the other half, beside the current settings."""
+    monkeypatch.setattr(tune_answers, "GRID", {"max_units_fact": (2, 5)})
+    searched: list[list[str]] = []
+    real_tune = tune_answers.tune
+
+    def spy(sets, only=(), rounds=None):
+        searched.append(sorted(item.id for s in sets for _, items in s for item in items))
+        return real_tune(sets, only, rounds)
+
+    monkeypatch.setattr(tune_answers, "tune", spy)
+    report = tmp_path / "check.md"
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--check", "--rounds", "1", "--report", str(report)]
+    assert tune_answers.main(argv) == 0
+    _only_tune(asked, golden)
+    answerable = sorted(i.id for i in select_part(golden, "tune") if i.answerable)
+    assert len(searched) == 2 and sorted(searched[0] + searched[1]) == answerable  # each half searched once
+    assert {tune_answers.split_half(i) for i in searched[0]} == {0} and set(searched[0]).isdisjoint(searched[1])
+    rows = [line for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| half ")]
+    assert [row.split("|")[1].strip() for row in rows] == ["half 0", "half 1"]
+    assert all(row.count("→") == 2 for row in rows)  # current → chosen, on the searched half and on the other
+
+
 def test_answer_tuning_with_half_indexes_asks_each_question_of_the_half_index_that_did_not_see_it(
     seeds_index, golden, monkeypatch, tmp_path
 ):
