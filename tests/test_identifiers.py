@@ -220,7 +220,7 @@ def test_runs_of_words_spelt_as_error_names(text, expected):
     assert phrase_names(text, 6 if text.startswith("one") else 100) == expected
 
 
-def test_runs_of_three_or_four_words_written_as_one_word():
+def test_runs_of_three_to_five_words_written_as_one_word():
     """A metric or class the corpus writes as one CamelCase name, as a user writes it in words; a hyphen
     joins words, punctuation ends a run, and two words run together are left out ("key store")."""
     names = run_together_names("Which metric shows under-replicated partitions? key store, request queue time ms", 100)
