@@ -182,7 +182,7 @@ def check(sets: Sequence[TuningSet], only: Sequence[str] = (), rounds: int | Non
         "|---|---|---|---|---|",
     ]
     for searched in (0, 1):
-        on, other = (_split(sets, lambda item, h=h: split_half(item.id) == h) for h in (searched, 1 - searched))
+        on, other = _split_part(sets, searched), _split_part(sets, 1 - searched)
         chosen, _, _ = tune(on, only, rounds)
         changed = {name: value for name, value in chosen.items() if value != current[name]}
         figures = [f"{score(part, current).recall:.3f} → {score(part, chosen).recall:.3f}" for part in (on, other)]
@@ -193,8 +193,9 @@ def check(sets: Sequence[TuningSet], only: Sequence[str] = (), rounds: int | Non
     return lines
 
 
-def _split(sets: Sequence[TuningSet], keep) -> list[TuningSet]:
-    return [[(assistant, [item for item in items if keep(item)]) for assistant, items in s] for s in sets]
+def _split_part(sets: Sequence[TuningSet], part: int) -> list[TuningSet]:
+    """`sets` with only the questions of `split_half` `part`."""
+    return [[(assistant, [i for i in items if split_half(i.id) == part]) for assistant, items in s] for s in sets]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
