@@ -473,10 +473,12 @@ def _quoted(line: str) -> list[str]:
 
 def _messages(line: str, place: str) -> list[str]:
     """The messages a line quotes (in the user's words) or prints (an error line), as `message_words`: what
-    the user quotes, and what follows each colon in it or in the error line ("…Exception: Broker: The
-    consumer group is actively subscribed to the topic")."""
+    the user quotes, and what follows each colon in it or in the line ("…Exception: Broker: The consumer group
+    is actively subscribed to the topic"). The user's own line counts too: a client's log message is often
+    pasted without its level and logger ("Offset commit failed on partition events-0 at offset 42: The
+    coordinator is not aware of this member.")."""
     quoted = _quoted(line) if place == "question" else []
-    printed = [line] if place == "error" else []
+    printed = [line] if place in ("error", "question") else []
     found = quoted + [
         text[m.end() : m.end() + MAX_MESSAGE_CHARS] for text in quoted + printed for m in _MESSAGE_AFTER.finditer(text)
     ]

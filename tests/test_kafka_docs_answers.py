@@ -99,6 +99,11 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
             "COORDINATOR_LOAD_IN_PROGRESS",
         ),
         ("Confluent.Kafka.ProduceException: Broker: Unknown Producer Id", "UNKNOWN_PRODUCER_ID"),
+        # the client's log message pasted bare, with no level, logger or exception to mark it as one
+        (
+            "Offset commit failed on partition events-0 at offset 42: The coordinator is not aware of this member.",
+            "UNKNOWN_MEMBER_ID",
+        ),
         # a client's own wording of the broker's error, and an error's name quoted in words
         (
             'sarama consumer keeps logging "kafka server: The requested offset is outside the range of offsets '

@@ -501,6 +501,12 @@ def test_each_word_of_the_users_own_lines_is_paired_with_the_name_after_it():
             "The coordinator is loading and hence can't process requests.",
             ("the coordinator is loading and hence can t process requests",),
         ),
+        # a client's log message pasted as the user's own line, without its level and logger
+        (
+            "Offset commit failed on partition events-0 at offset 42: The coordinator is not aware of this member.",
+            ("the coordinator is not aware of this member",),
+        ),
+        ("{new-group-2 NON_EMPTY_GROUP: The group is not empty.}", ("the group is not empty",)),
         ("Topic \"orders\" and the key 'user.id' are ours", ()),  # one-word names are no messages
         ("$ kafka-topics.sh --create --topic x --config 'cleanup.policy=compact,delete now please'", ()),  # a command
         (
