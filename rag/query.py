@@ -146,9 +146,10 @@ class Query:
     # The error names the question's exception classes stand for, where each sits; retrieval adds to
     # `identifiers` the ones its corpus carries.
     error_names: tuple[QueryIdentifier, ...] = ()
-    # Runs of words of the error lines and of the messages the user quotes, spelt as error names
-    # (`phrase_names`): retrieval adds those its corpus carries, whole ("Broker: Unknown topic or partition"
-    # is `UNKNOWN_TOPIC_OR_PARTITION`).
+    # Runs of words spelt as error names (`phrase_names`), of the error lines and the messages the user quotes
+    # (placed as an error line) and of the user's own lines ("Received unknown topic or partition error in
+    # fetch", "why is the leader not available?"): retrieval adds those its corpus carries as an error's name,
+    # whole ("Broker: Unknown topic or partition" is `UNKNOWN_TOPIC_OR_PARTITION`).
     error_phrases: tuple[QueryIdentifier, ...] = ()
     # Runs of words of the user's own lines written as one word (`run_together_names`): retrieval adds to the
     # question's names those its corpus writes as one CamelCase name ("which metric shows under replicated
@@ -272,7 +273,9 @@ def parse_query(
         worded = [line] if place == "error" else _quoted(line[:MAX_LINE_CHARS]) if place == "question" else []
         for part in worded if len(phrases) < MAX_PHRASES else ():
             for name in phrase_names(part[:MAX_LINE_CHARS], MAX_PHRASES - len(phrases)):
-                phrases.setdefault(name, "error")
+                phrases[name] = "error"  # also when the user's words named it on an earlier line
+        for name in phrase_names(line[:MAX_LINE_CHARS], MAX_PHRASES - len(phrases)) if place == "question" else ():
+            phrases.setdefault(name, "question")  # the user names the error in their words: what they ask about
     # A command line or stack frame is context for the error it raised: searched only when nothing else is there.
     searched = "\n".join(prose_lines) if prose_lines and context_lines else text
     reduced = reduce_to_signal(searched, max_chars)
