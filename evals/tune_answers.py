@@ -178,6 +178,8 @@ def check(sets: Sequence[TuningSet], only: Sequence[str] = (), rounds: int | Non
     on the other half, which it did not see."""
     current = {name: getattr(sets[0][0][0].settings, name) for name in GRID if not only or name in only}
     lines = [
+        f"Settings searched, at their current values: {current}.",
+        "",
         "| searched on | its questions | chosen | searched half: current → chosen | other half: current → chosen |",
         "|---|---|---|---|---|",
     ]

@@ -411,7 +411,9 @@ def test_the_answer_tuning_check_searches_each_half_and_scores_its_choice_on_the
     answerable = sorted(i.id for i in select_part(golden, "tune") if i.answerable)
     assert len(searched) == 2 and sorted(searched[0] + searched[1]) == answerable  # each half searched once
     assert {tune_answers.split_half(i) for i in searched[0]} == {0} and set(searched[0]).isdisjoint(searched[1])
-    rows = [line for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| half ")]
+    text = report.read_text(encoding="utf-8")
+    assert "Settings searched, at their current values: {'max_units_fact': " in text
+    rows = [line for line in text.splitlines() if line.startswith("| half ")]
     assert [row.split("|")[1].strip() for row in rows] == ["half 0", "half 1"]
     assert all(row.count("→") == 2 for row in rows)  # current → chosen, on the searched half and on the other
 
