@@ -707,8 +707,12 @@ def _with_neighbours(unit: _Scored, chosen: list[_Scored], shape: AnswerShape) -
 
 
 def _beside(unit: _Scored, chosen: list[_Scored]) -> bool:
+    """`unit` stands next to a chosen unit of its passage, as its sequel or preamble; a table row next to a
+    chosen row is only another entry of the table."""
     return any(
-        other.candidate_index == unit.candidate_index and abs(other.unit.position - unit.unit.position) == 1
+        other.candidate_index == unit.candidate_index
+        and abs(other.unit.position - unit.unit.position) == 1
+        and not (unit.unit.kind == other.unit.kind == "row")
         for other in chosen
     )
 

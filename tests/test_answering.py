@@ -271,6 +271,23 @@ def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(wei
     assert _units(draft.text)[1].startswith(second)
 
 
+@pytest.mark.parametrize("floor", [0.0, 0.32])  # with the floor, the row is faint: not quoted for its place either
+def test_a_table_row_is_no_neighbour_of_the_row_before_it(floor):
+    """A sentence next to a chosen one continues it; a row next to a chosen row is another setting or error,
+    raised by nothing but its place in the table ("failed to elect leader" answered by LEADER_NOT_AVAILABLE
+    and then the rows for codes 6, 7 and 8 under it)."""
+    axes = _Axes()
+    rows = make_candidate(
+        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
+        unit_scores=(0.9, 0.3, 0.2), unit_vectors=axes.take(3),
+    )  # fmt: skip
+    prose = candidate(axes, "log", "A batch larger than the log segment size is rejected by the broker.", [0.35])
+    draft = extract_answer(ranked([rows, prose], FACT), shape(max_units_fact=2, neighbour_weight=0.1, floor=floor))
+    _check(draft)
+    assert _units(draft.text)[0].startswith("`CORRUPT_MESSAGE`"), draft.text
+    assert "RECORD_LIST_TOO_LARGE" not in draft.text and "log segment size" in draft.text, draft.text
+
+
 def test_a_unit_under_the_floor_is_quoted_only_beside_one_chosen_for_its_own_sake():
     """A sentence that merely scores near the lead tells the user nothing ("ZooKeeper has been upgraded to version
     3.6.3" under an answer about `acks`); one that continues a quoted sentence still reads as its sequel, but
