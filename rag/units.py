@@ -60,6 +60,8 @@ _ANNOUNCES = re.compile(r"\b(?:the following|as follows|like this)\b", re.I)
 _TRAILING_REMARK = re.compile(r"\([^()]{1,120}\)[.!?]?\s*$")
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp)\.$", re.I)
 _TERMINAL = re.compile(r"[.!?;,:)\]]$")
+# An entry of a table of contents: a title numbered like a section, two levels deep or more ("7.4 …", "6.1.2 …").
+_SECTION_ENTRY = re.compile(r"^\s*(?:[-*+•]\s+)?\d{1,2}(?:\.\d{1,2})+\.?\s+[A-Z]")
 _SENTENCE_STOP = re.compile(r"[.!?][\"')\]]?$")
 _COMMAND = re.compile(r"^(?:\$ |bin/|\./|[\w./-]+\.(?:sh|bat)\s|grep |[A-Z_]{2,}=\S)")
 _COMMENT = re.compile(r"^#(?:\s|$)")
@@ -631,12 +633,16 @@ def _pack(groups: list[list[tuple[int, int]]], budget: int) -> list[list[tuple[i
 
 def is_title(unit: EvidenceUnit) -> bool:
     """A sentence unit that is a title line ("Using the Native Docker Image"): short, one line, no
-    sentence punctuation and not a list item; or an item's own heading (kind "title"). It names a topic
-    but states nothing, so it is not quoted."""
+    sentence punctuation and not a list item; or an item's own heading (kind "title"); or an entry of a
+    table of contents, a list of titles numbered like sections ("- 7.4 Authentication using SASL"). It
+    names a topic but states nothing, so it is not quoted."""
     text = unit.text
-    return unit.kind == "title" or (
-        unit.kind == "sentence" and _reads_as_heading(text) and "\n" not in text and not _ITEM.match(text)
-    )
+    if unit.kind == "title":
+        return True
+    lines = [line for line in text.split("\n") if line.strip()]
+    if unit.kind == "list" or (unit.kind == "sentence" and _ITEM.match(text)):
+        return all(_reads_as_heading(line.strip()) for line in lines) and any(map(_SECTION_ENTRY.match, lines))
+    return unit.kind == "sentence" and _reads_as_heading(text) and "\n" not in text
 
 
 def _reads_as_heading(text: str) -> bool:

@@ -212,6 +212,22 @@ def test_the_items_of_a_list_without_a_lead_in_are_marked_with_where_their_list_
     assert [u.list_start for u in led] == [-1]  # a list with its lead-in is one unit already
 
 
+def test_the_entries_of_a_table_of_contents_are_titles_never_quoted():
+    """A question about encryption at rest was answered with toc.html's list of sections ("- 7.8 ZooKeeper
+    Encryption"): a list of titles numbered like sections names topics and states nothing."""
+    toc = (
+        "- 7.4 Authentication using SASL\n- 7.5 Authorization and ACLs\n- 7.7 ZooKeeper Authentication\n"
+        "  - New Clusters\n    - ZooKeeper SASL Authentication\n  - Migrating Clusters\n- 7.8 ZooKeeper Encryption"
+    )
+    units = build_units(toc)
+    assert {u.kind for u in units} == {"sentence", "list"} and all(is_title(u) for u in units)
+    # A list of names, numbered steps and an item that starts with a number say something.
+    sasl = "Kafka supports the following SASL mechanisms:\n\n- GSSAPI (Kerberos)\n- PLAIN\n- SCRAM-SHA-256"
+    steps = "To upgrade:\n\n1. Stop the broker\n2. Start it again"
+    for text in (sasl, steps, "- 1.5 is the default ratio", "- 2.8 Kafka brokers can be upgraded one at a time."):
+        assert not any(is_title(u) for u in build_units(text)), text
+
+
 def test_an_items_own_heading_above_its_text_is_a_title_never_quoted():
     # "Adding Acls [1]" was quoted as if it stated something.
     text = (
