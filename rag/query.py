@@ -276,6 +276,12 @@ def parse_query(
                 phrases[name] = "error"  # also when the user's words named it on an earlier line
         for name in phrase_names(line[:MAX_LINE_CHARS], MAX_PHRASES - len(phrases)) if place == "question" else ():
             phrases.setdefault(name, "question")  # the user names the error in their words: what they ask about
+    # A question that is one statement quoting no message is itself a message pasted bare, as a client printed
+    # it ("The coordinator is not available.").
+    if not messages and not context_lines and len(prose_lines) == 1 and "?" not in prose_lines[0]:
+        bare = message_words(prose_lines[0][:MAX_MESSAGE_CHARS])
+        if len(bare.split()) >= MIN_MESSAGE_WORDS:
+            messages.append(bare)
     # A command line or stack frame is context for the error it raised: searched only when nothing else is there.
     searched = "\n".join(prose_lines) if prose_lines and context_lines else text
     reduced = reduce_to_signal(searched, max_chars)

@@ -101,6 +101,8 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
         ("Confluent.Kafka.ProduceException: Broker: Unknown Producer Id", "UNKNOWN_PRODUCER_ID"),
         # an error named in the user's words, in a line with no level, logger or exception to mark it
         ("Received unknown topic or partition error in fetch for partition orders-0", "UNKNOWN_TOPIC_OR_PARTITION"),
+        # a message pasted alone, as the client printed it
+        ("The coordinator is not available.", "COORDINATOR_NOT_AVAILABLE"),
         # the client's log message pasted bare, with no level, logger or exception to mark it as one
         (
             "Offset commit failed on partition events-0 at offset 42: The coordinator is not aware of this member.",

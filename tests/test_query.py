@@ -507,7 +507,11 @@ def test_each_word_of_the_users_own_lines_is_paired_with_the_name_after_it():
             ("the coordinator is not aware of this member",),
         ),
         ("{new-group-2 NON_EMPTY_GROUP: The group is not empty.}", ("the group is not empty",)),
-        ("Topic \"orders\" and the key 'user.id' are ours", ()),  # one-word names are no messages
+        ("Topic \"orders\" and the key 'user.id' are ours, is that a problem?", ()),  # one-word names are no messages
+        # a question that is one statement quoting no message is a message pasted bare; one that asks is none
+        ("The coordinator is not available.", ("the coordinator is not available",)),
+        ("is the coordinator not available", ("is the coordinator not available",)),
+        ("is the coordinator not available?", ()),
         ("$ kafka-topics.sh --create --topic x --config 'cleanup.policy=compact,delete now please'", ()),  # a command
         (
             "Caused by: org.apache.kafka.common.KafkaException: Failed to construct kafka producer",
