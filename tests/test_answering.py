@@ -273,9 +273,9 @@ def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(wei
 
 @pytest.mark.parametrize("floor", [0.0, 0.32])  # with the floor, the row is faint: not quoted for its place either
 def test_a_table_row_is_no_neighbour_of_the_row_before_it(floor):
-    """A sentence next to a chosen one continues it; a row next to a chosen row is another setting or error,
-    raised by nothing but its place in the table ("failed to elect leader" answered by LEADER_NOT_AVAILABLE
-    and then the rows for codes 6, 7 and 8 under it)."""
+    """A sentence next to a chosen one continues it; a row next to a chosen row is another setting, metric or
+    error, raised by nothing but its place in the table ("which jmx bean shows how many partitions each broker
+    leads?" also quoted the reassignment-traffic row under the one it asked for)."""
     axes = _Axes()
     rows = make_candidate(
         "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,

@@ -508,7 +508,8 @@ def test_each_word_of_the_users_own_lines_is_paired_with_the_name_after_it():
         ),
         ("{new-group-2 NON_EMPTY_GROUP: The group is not empty.}", ("the group is not empty",)),
         ("Topic \"orders\" and the key 'user.id' are ours, is that a problem?", ()),  # one-word names are no messages
-        # a question that is one statement quoting no message is a message pasted bare; one that asks is none
+        # a question that is one statement quoting no message is a message pasted bare (without a question mark
+        # a question reads as one too); with a question mark it is none
         ("The coordinator is not available.", ("the coordinator is not available",)),
         ("is the coordinator not available", ("is the coordinator not available",)),
         ("is the coordinator not available?", ()),
