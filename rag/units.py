@@ -639,8 +639,8 @@ def is_title(unit: EvidenceUnit) -> bool:
     text = unit.text
     if unit.kind == "title":
         return True
-    lines = [line for line in text.split("\n") if line.strip()]
     if unit.kind == "list" or (unit.kind == "sentence" and _ITEM.match(text)):
+        lines = [line for line in text.split("\n") if line.strip()]
         return all(_reads_as_heading(line.strip()) for line in lines) and any(map(_SECTION_ENTRY.match, lines))
     return unit.kind == "sentence" and _reads_as_heading(text) and "\n" not in text
 

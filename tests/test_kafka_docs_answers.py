@@ -101,8 +101,6 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
         ("Confluent.Kafka.ProduceException: Broker: Unknown Producer Id", "UNKNOWN_PRODUCER_ID"),
         # an error named in the user's words, in a line with no level, logger or exception to mark it
         ("Received unknown topic or partition error in fetch for partition orders-0", "UNKNOWN_TOPIC_OR_PARTITION"),
-        # a message pasted alone, as the client printed it
-        ("The coordinator is not available.", "COORDINATOR_NOT_AVAILABLE"),
         # the client's log message pasted bare, with no level, logger or exception to mark it as one
         (
             "Offset commit failed on partition events-0 at offset 42: The coordinator is not aware of this member.",
@@ -134,6 +132,16 @@ def test_a_quoted_or_pasted_error_message_leads_with_the_row_that_says_it(docs, 
     answer = docs.ask(question)
     assert not answer.abstained, shown(answer)
     assert f"`{row}` (Code: " in _opening(answer), shown(answer)
+
+
+def test_a_message_pasted_alone_is_answered_by_its_row_not_by_the_rows_around_it(docs):
+    """The client's message with nothing else ("The coordinator is not available.") names its row; read as a
+    plain question, it was answered by that row and four rows beside it in the error table."""
+    answer = docs.ask("The coordinator is not available.")
+    assert not answer.abstained, shown(answer)
+    assert "`COORDINATOR_NOT_AVAILABLE` (Code: " in _opening(answer), shown(answer)
+    for other in ("BROKER_NOT_AVAILABLE", "REPLICA_NOT_AVAILABLE", "NOT_COORDINATOR"):
+        assert f"`{other}`" not in answer.text, shown(answer)
 
 
 def test_words_of_an_error_line_that_spell_a_request_name_do_not_lead_with_that_request(docs):
