@@ -35,6 +35,8 @@ ABSTENTION_FEATURES = (
     "asked_unknown_identifiers",  # share of the identifiers the asking sentences name that no chunk carries
     # ("what's the kafka-get-offsets.sh command …?"): sharper than `focus_unknown`, which also counts a pasted
     # error line's exception the docs may answer under its error's name
+    "asked_unknown_phrases",  # share of the asking sentences' names of several words that the corpus never writes
+    # together ("Which REST Proxy property …?"), though it may use each word
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -67,6 +69,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         evidence.unknown_label_share if not all_focus_covered else 0.0,
         evidence.unknown_asked_name_share,
         evidence.unknown_asked_identifier_share,
+        evidence.unknown_asked_phrase_share,
     )
 
 

@@ -175,6 +175,9 @@ class Query:
     # feed"): a product the corpus never mentions there ("Can I set X in a custom MSK configuration?") is what the
     # user asks about.
     asked_names: tuple[str, ...] = ()
+    # The names of two or more words the asking sentences use ("Event Hubs", "Topic Operator", `asked_phrases`):
+    # a product whose every word the corpus knows may still be one it never mentions.
+    asked_phrases: tuple[tuple[str, ...], ...] = ()
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
     # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
     label: tuple[str, ...] = ()
@@ -321,6 +324,7 @@ def parse_query(
         asks=() if history and is_followup(question, history) else question_asks(text),
         asked=asked_identifiers(text),
         asked_names=asked_names(text),
+        asked_phrases=asked_phrases(text),
         valued=frozenset(valued),
         label=opening_label(text),
     )
@@ -383,6 +387,26 @@ def asked_names(text: str) -> tuple[str, ...]:
     names, openers = _names("\n".join(_asking_sentences(text)))
     owned = frozenset().union(*map(_owned_names, _own_sentences(text)))
     return tuple(name for name in dict.fromkeys(names + openers) if name not in owned)
+
+
+def asked_phrases(text: str) -> tuple[tuple[str, ...], ...]:
+    """The runs of two or more name-like words (`_NAME`, one space apart) in the user's asking sentences: "Which
+    REST Proxy property …?", "… through the Topic Operator?", "Event Hubs Premium: …?". A sentence's first word
+    is left out when it is a stopword ("Which"), and so are words quoted as code and runs the user calls theirs."""
+    runs: list[tuple[str, ...]] = []
+    for asking in _asking_sentences(text):
+        for sentence in _NAME_SENTENCE.split(_INLINE_CODE.sub(" · ", asking)):
+            run: list[re.Match[str]] = []
+            for match in [*_NAME.finditer(sentence), None]:
+                if match is not None and run and sentence[run[-1].end() : match.start()] == " ":
+                    run.append(match)
+                    continue
+                if run and run[0].start() == len(sentence) - len(sentence.lstrip()) and not tokenize(run[0].group(0)):
+                    run = run[1:]  # "Which REST Proxy property …?": a question word is grammar
+                if len(run) >= 2 and not _owned(sentence[: run[0].start()]):
+                    runs.append(tuple(m.group(0) for m in run))
+                run = [match] if match is not None else []
+    return tuple(dict.fromkeys(runs))
 
 
 # Up to two words between a possessive or demonstrative and the name it calls the user's: "our legacy PHP consumers".
@@ -507,12 +531,15 @@ _ARTIFACT = re.compile(r"(?<![\w./-])[a-z][a-z0-9]{2,}(?:-[a-z][a-z0-9]{2,}){2,}
 _QUOTED_PROGRAM = re.compile(r"`([a-z][\w-]*)\s+[^`\n]+`")
 
 
+_NAME_SENTENCE = re.compile(r"(?<=[.!?:])\s+|\n+")  # where a sentence, or a label's colon, ends
+
+
 def _names(text: str) -> tuple[list[str], list[str]]:
     """Name-like words, and separately each sentence's capitalised first word: capitalised for grammar
     or a name, which only the corpus can tell (retrieval counts it when the corpus never uses it)."""
     names: list[str] = []
     openers: list[str] = []
-    for sentence in re.split(r"(?<=[.!?:])\s+|\n+", text):
+    for sentence in _NAME_SENTENCE.split(text):
         for match in _NAME.finditer(sentence):
             opens = match.start() == len(sentence) - len(sentence.lstrip()) and match.group(0).istitle()
             (openers if opens else names).append(match.group(0))

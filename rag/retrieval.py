@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import itertools
 import math
 import re
 import time
@@ -46,6 +47,7 @@ SHARED_RUN_WORDS = 5  # words a client's own wording of an error shares with its
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
 ERROR_ROW_READS = 64  # chunks carrying an error-like name read for one that defines it as an error
+PHRASE_ROWS_READ = 64  # chunks holding two neighbouring words of a name read for the two written together
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w.\-/@$`'\"&=])")  # a lower-case word standing alone
@@ -118,6 +120,7 @@ class QueryEvidence:
     unknown_label_share: float  # share of the words of the question's opening label the corpus never uses
     unknown_asked_name_share: float  # share of the asking sentences' names the corpus never mentions
     unknown_asked_identifier_share: float  # share of the identifiers the asking sentences name no chunk carries
+    unknown_asked_phrase_share: float  # share of the asking sentences' names of several words the corpus never writes
 
 
 @dataclass(frozen=True)
@@ -632,7 +635,34 @@ class Retriever:
             unknown_label_share=self._unknown_label_share(query),
             unknown_asked_name_share=self._unknown_asked_name_share(query),
             unknown_asked_identifier_share=self._unknown_asked_identifier_share(query),
+            unknown_asked_phrase_share=self._unknown_asked_phrase_share(query),
         )
+
+    def _unknown_asked_phrase_share(self, query: Query) -> float:
+        """Of the names of several words the asking sentences use (`Query.asked_phrases`: "Event Hubs", "Topic
+        Operator"), the share the corpus never writes: a product named in common words ("Which REST Proxy
+        property …?") that no single-word check can tell from the corpus's own vocabulary."""
+        phrases = query.asked_phrases
+        return sum(not self._written(phrase) for phrase in phrases) / len(phrases) if phrases else 0.0
+
+    def _written(self, phrase: tuple[str, ...]) -> bool:
+        """Whether the corpus writes two neighbouring words of `phrase` together: as one word (`Mirror Maker` is
+        `MirrorMaker`), or next to each other in either's singular or plural. One pair is enough: "Consumer
+        Group Protocol GA" names the corpus's consumer group protocol. Read from at most `PHRASE_ROWS_READ`
+        chunks holding both words; a pair that more chunks hold is taken as written."""
+        for first, second in itertools.pairwise(phrase):
+            tokens = [tokenize(first)[:1], tokenize(second)[:1]]
+            if not all(tokens):
+                continue
+            if self._document_frequency(tokens[0][0] + tokens[1][0]):
+                return True
+            rows = np.intersect1d(rows_with(self.index.bm25, tokens[0][0]), rows_with(self.index.bm25, tokens[1][0]))
+            if len(rows) > PHRASE_ROWS_READ:
+                return True
+            together = re.compile(rf"(?<![^\W_]){_stem(first)}\w{{0,3}}[\W_]{{0,3}}{_stem(second)}", re.I)
+            if any(together.search(record["text"]) for record in self._records(rows.tolist()).values()):
+                return True
+        return False
 
     def _unknown_asked_identifier_share(self, query: Query) -> float:
         """Of the identifiers the asking sentences name (`Query.asked`: "what's the `kafka-get-offsets.sh`
@@ -684,6 +714,12 @@ class Retriever:
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)
+
+
+def _stem(word: str) -> str:
+    """`word` lower-cased, as a pattern, without a plural "s" (`Hubs` finds "hub"; an acronym keeps its own)."""
+    lowered = word.lower()
+    return re.escape(lowered[:-1] if len(lowered) > 3 and lowered.endswith("s") and not word.isupper() else lowered)
 
 
 def _inverse_frequency(chunks: int, carriers: int) -> float:

@@ -153,6 +153,15 @@ def test_an_identifier_the_asking_sentence_names_and_no_chunk_carries_counts():
     assert _features(_ranked(about_offsets, [1.0], question=question))["asked_unknown_identifiers"] == 0.0
 
 
+def test_a_name_of_several_words_the_corpus_never_writes_counts():
+    """ "Which REST Proxy property controls the timeout?" asks about a product named in words the corpus uses."""
+    question = "Which REST Proxy property controls the consumer timeout?"
+    about_consumers = [make_candidate("a", identifiers=("session.timeout.ms",))]
+    features = _features(_ranked(about_consumers, [1.0], question=question, unknown_asked_phrase_share=1.0))
+    assert features["asked_unknown_phrases"] == 1.0
+    assert _features(_ranked(about_consumers, [1.0], question=question))["asked_unknown_phrases"] == 0.0
+
+
 def test_a_context_identifier_is_not_a_focus_match():
     question = "$ bin/kafka-topics.sh --describe --topic orders\nERROR something went wrong"
     candidates = [make_candidate("a", identifiers=("kafka-topics",))]

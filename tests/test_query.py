@@ -831,6 +831,25 @@ def test_the_names_a_question_asks_about_are_those_of_its_asking_sentences(quest
     assert parse_query(question).asked_names == names
 
 
+@pytest.mark.parametrize(
+    ("question", "phrases"),
+    [
+        ("Which REST Proxy property controls the consumer instance timeout?", (("REST", "Proxy"),)),
+        # A question word opening the sentence is grammar, a name opening it is not; three words stay one name.
+        ("Can the Strimzi Topic Operator revert a config change?", (("Strimzi", "Topic", "Operator"),)),
+        ("Event Hubs Premium: can I use transactions?", (("Event", "Hubs", "Premium"),)),
+        # Only the asking sentences: the product the user runs is their stack.
+        ("We run on Azure Event Hubs. Which setting limits the fetch size?", ()),
+        ("Can our Spring Boot app set the fetch size?", ()),  # theirs
+        ("Does `Topic Operator` revert it?", ()),  # quoted as code
+        ("Does the Zorblatt operator revert it?", ()),  # one name is no name of several words
+        ("what is the ISR?", ()),
+    ],
+)
+def test_the_names_of_several_words_a_question_asks_about(question, phrases):
+    assert parse_query(question).asked_phrases == phrases
+
+
 def test_a_word_cut_by_the_owner_window_calls_nothing_the_users():
     """Only the last 60 characters before a name are read for its owner; "flavour" cut to "our" owns nothing."""
     question = "Which setting limits the flav" + "our " + "a" * 27 + " " + "b" * 27 + " Zorblatt lag?"

@@ -474,6 +474,23 @@ def test_the_share_of_the_asking_sentences_identifiers_no_chunk_carries(retrieve
     assert share("why does the transaction time out?") == 0.0
 
 
+def test_the_share_of_the_asking_sentences_names_of_several_words_the_corpus_never_writes(retriever, stage):
+    """A product named in words the corpus knows is one it never mentions when it never writes two of them
+    together ("Record Coordinator"); next to each other in the singular or plural, or as one word
+    (`StreamThread`), they are written, and one such pair is enough."""
+
+    def share(question: str) -> float:
+        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence.unknown_asked_phrase_share
+
+    assert share("Does the Record Coordinator retry a transaction?") == 1.0
+    assert share("Does the Transaction Coordinator retry?") == 0.0
+    assert share("Do Transaction Coordinators abort a hung transaction?") == 0.0
+    assert share("Does the Stream Thread retry?") == 0.0
+    assert share("Is the Transaction Coordinator Zone relevant?") == 0.0
+    assert share("Does the Record Coordinator or the Transaction Coordinator retry?") == pytest.approx(0.5)
+    assert share("Our Record Coordinator retries. Why does the transaction time out?") == 0.0
+
+
 def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
     evidence = retriever.retrieve(parse_query("How does a ShareConsumer acknowledge?"), 5, "hybrid", stage).evidence
     assert "ShareConsumer" not in evidence.unknown_names
