@@ -174,6 +174,15 @@ def _fold(word: str) -> str:
     return word
 
 
+def number_pattern(word: str) -> str:
+    """A regular expression for `word`, lower-cased, in its singular or plural (`Hubs` finds "hub", `replica`
+    "replicas", `policy` "policies"); an acronym keeps its letters (`REST` is no plural of "ret")."""
+    lowered = word.lower()
+    base = lowered if word.isupper() else _fold(lowered)
+    forms = {lowered, base, base + "s", base + "es"} | ({base[:-1] + "ies"} if base.endswith("y") else set())
+    return "(?:" + "|".join(sorted(map(re.escape, forms), key=lambda form: (-len(form), form))) + ")"
+
+
 def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL_ENTRIES) -> None:
     """Write the BM25 index of `texts` (bm25s' Lucene scoring, k1 1.5, b 0.75) to `directory` in bm25s'
     format, in memory bounded by the vocabulary, not by the corpus.

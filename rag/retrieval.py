@@ -30,6 +30,7 @@ from rag.lexical import (
     bm25_scores,
     correction,
     document_frequency,
+    number_pattern,
     parts_only,
     rows_holding,
     rows_with,
@@ -640,10 +641,15 @@ class Retriever:
 
     def _unknown_asked_phrase_share(self, query: Query) -> float:
         """Of the names of several words the asking sentences use (`Query.asked_phrases`: "Event Hubs", "Topic
-        Operator"), the share the corpus never writes: a product named in common words ("Which REST Proxy
-        property …?") that no single-word check can tell from the corpus's own vocabulary."""
-        phrases = query.asked_phrases
+        Operator") whose every word the corpus uses, the share it never writes together: a product named in
+        common words ("Which REST Proxy property …?"), which no check of single words can tell from the corpus's
+        own vocabulary. A name with a word the corpus lacks ("Spring Kafka") counts in `_unknown_asked_name_share`."""
+        phrases = [p for p in query.asked_phrases if all(self._known_word(word) for word in p)]
         return sum(not self._written(phrase) for phrase in phrases) / len(phrases) if phrases else 0.0
+
+    def _known_word(self, word: str) -> bool:
+        tokens = tokenize(word)
+        return not tokens or bool(self._document_frequency(tokens[0]))
 
     def _written(self, phrase: tuple[str, ...]) -> bool:
         """Whether the corpus writes two neighbouring words of `phrase` together: as one word (`Mirror Maker` is
@@ -659,7 +665,7 @@ class Retriever:
             rows = np.intersect1d(rows_with(self.index.bm25, tokens[0][0]), rows_with(self.index.bm25, tokens[1][0]))
             if len(rows) > PHRASE_ROWS_READ:
                 return True
-            together = re.compile(rf"(?<![^\W_]){_stem(first)}\w{{0,3}}[\W_]{{0,3}}{_stem(second)}", re.I)
+            together = re.compile(rf"(?<![^\W_]){number_pattern(first)}[\W_]{{0,3}}{number_pattern(second)}", re.I)
             if any(together.search(record["text"]) for record in self._records(rows.tolist()).values()):
                 return True
         return False
@@ -714,12 +720,6 @@ class Retriever:
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)
-
-
-def _stem(word: str) -> str:
-    """`word` lower-cased, as a pattern, without a plural "s" (`Hubs` finds "hub"; an acronym keeps its own)."""
-    lowered = word.lower()
-    return re.escape(lowered[:-1] if len(lowered) > 3 and lowered.endswith("s") and not word.isupper() else lowered)
 
 
 def _inverse_frequency(chunks: int, carriers: int) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tracemalloc
 
 import bm25s
@@ -14,6 +15,7 @@ from rag.lexical import (
     correction,
     document_frequency,
     load_bm25,
+    number_pattern,
     parts_only,
     rows_holding,
     tokenize,
@@ -179,3 +181,19 @@ CORPUS_FREQUENCY = {"partition": 40, "offset": 30, "default": 50, "increase": 9,
 )
 def test_a_misspelt_word_is_read_as_the_corpus_word_one_left_out_or_swapped_letter_away(word, right):
     assert correction(word, lambda token: CORPUS_FREQUENCY.get(token, 0)) == right
+
+
+@pytest.mark.parametrize(
+    ("word", "text", "found"),
+    [
+        ("Hubs", "an event hub", True),
+        ("replica", "preferred replicas", True),
+        ("policy", "create topic policies", True),
+        ("quotas", "a quota", True),
+        ("REST", "the rest proxy", True),
+        ("REST", "the ret", False),  # an acronym is not folded
+        ("offset", "offsetting", False),
+    ],
+)
+def test_a_word_is_found_in_its_singular_or_plural(word, text, found):
+    assert bool(re.search(rf"\b{number_pattern(word)}\b", text)) is found
