@@ -33,6 +33,7 @@ from rag.settings import Settings
 from rag.units import (
     EvidenceUnit,
     build_units,
+    defines,
     has_no_default,
     is_lead_in_sentence,
     is_log,
@@ -187,7 +188,10 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         for u in scored
         if u.candidate_index < NAMED_LEAD_PASSAGES and _asked_about(u.unit, query) and not _of_setup(u.unit, query)
     ]
-    lead_pool = [u for u in named if u.candidate_index == 0] or named or lead_pool
+    # "What is the ISR?" is answered by the sentence that says what it is ("… which is known as the ISR") in any
+    # passage, not by a first passage that only mentions it (a table of ISR metrics).
+    defining = [u for u in scored if defines(u.unit, query.defined)]
+    lead_pool = [u for u in named if u.candidate_index == 0] or named or defining or lead_pool
     lead = max(lead_pool, key=lambda u: u.score)
     # Of two entries for the same name, the one under a heading of that name is the reference: the producer's
     # `acks` section, not the `acks` row of a table of settings recommended for resiliency.

@@ -181,6 +181,10 @@ class Query:
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
     # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
     label: tuple[str, ...] = ()
+    # The words of the thing a question asks to have defined, when that is all it asks ("what is the ISR?",
+    # "what are quotas?", "what does log compaction mean?"; `defined_thing`): the passage sentence that says what
+    # it is answers it.
+    defined: tuple[str, ...] = ()
     # The identifiers the user's own lines give a value (`retention.ms=3600000`, `"tasks.max": "4"`).
     valued: frozenset[str] = frozenset()
 
@@ -327,7 +331,35 @@ def parse_query(
         asked_phrases=asked_phrases(text),
         valued=frozenset(valued),
         label=opening_label(text),
+        defined=() if history and is_followup(question, history) else defined_thing(text),
     )
+
+
+# A question that only asks what something is: "what is the ISR?", "what's a tombstone?", "what are quotas?",
+# "what does log compaction mean?", "define preferred replica".
+_DEFINITION_ASK = re.compile(
+    r"^\s*(?:(?:so|and|ok|okay)\b[,\s]*)?(?:what(?:'s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
+    r"(?P<thing>[\w\s-]{2,60}?)\s*[?.!]*\s*$"
+    r"|^\s*(?:(?:so|and|ok|okay)\b[,\s]*)?what\s+(?:does|do)\s+(?P<meant>[\w\s-]{2,60}?)\s+mean\s*[?.!]*\s*$",
+    re.I,
+)
+_LEADING_ARTICLE = re.compile(r"^(?:an?|the)\s+", re.I)
+_POINTING_WORD = re.compile(r"\b(?:it|its|this|that|these|those|they|them|their)\b", re.I)
+MAX_DEFINED_WORDS = 4
+
+
+def defined_thing(text: str) -> tuple[str, ...]:
+    """The words of what a one-line question asks to have defined (`_DEFINITION_ASK`), its article left out;
+    empty when it asks more, names an identifier (whose reference entry answers it), points back ("what is it?")
+    or runs past `MAX_DEFINED_WORDS` words (a question, not a name)."""
+    match = _DEFINITION_ASK.match(text) if "\n" not in text.strip() else None
+    if match is None:
+        return ()
+    thing = _LEADING_ARTICLE.sub("", (match.group("thing") or match.group("meant")).strip())
+    words = tuple(thing.split())
+    if not words or len(words) > MAX_DEFINED_WORDS or _POINTING_WORD.search(thing) or extract_identifiers(thing):
+        return ()
+    return words if tokenize(thing) else ()
 
 
 # "Product 1.2: …", "[Product] …" or "In Product, …" (up to four words) on the question's first line; a pasted

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rag.identifiers import extract_identifiers
+from rag.lexical import number_pattern
 
 # 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
@@ -648,6 +649,24 @@ def is_title(unit: EvidenceUnit) -> bool:
 def _reads_as_heading(text: str) -> bool:
     """Short, and not ended like a sentence: a name or a title, not a statement."""
     return len(text) <= MAX_HEADING_CHARS and not _TERMINAL.search(text)
+
+
+def defines(unit: EvidenceUnit, thing: Sequence[str]) -> bool:
+    """A sentence unit that says what `thing` (its words, `Query.defined`) is: "A KTable is an abstraction of a
+    changelog stream …", "Log compaction is a mechanism …", "… the set of in-sync replicas, which is known as the
+    ISR", "Such a record is sometimes referred to as a tombstone"; each word in its singular or plural."""
+    if unit.kind != "sentence" or not thing:
+        return False
+    name = r"[\s-]+".join(number_pattern(word) for word in thing)
+    return bool(
+        re.search(
+            rf"(?:^|[.;:]\s+)(?:(?:an?|the)\s+)?{name}(?:\s+\([^)]*\))?,?\s+(?:is|are)\s+(?:an?|the|one)\b"
+            rf"|\b{name}\s+(?:refers?\s+to|means|stands\s+for)\b"
+            rf"|\b(?:known\s+as|called|referred\s+to\s+as|termed)\s+(?:(?:an?|the)\s+)?[\"'“]?{name}\b",
+            unit.text,
+            re.I,
+        )
+    )
 
 
 def is_lead_in_sentence(unit: EvidenceUnit) -> bool:

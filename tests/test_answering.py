@@ -452,6 +452,34 @@ ACKS = "\n".join(
 )
 
 
+ISR_METRICS = (
+    "ISR shrink rate | kafka.server:type=ReplicaManager,name=IsrShrinksPerSec | 0\n"
+    "ISR expansion rate | kafka.server:type=ReplicaManager,name=IsrExpandsPerSec | 0"
+)
+REPLICATION = (
+    "The leader keeps track of the set of in-sync replicas, which is known as the ISR. "
+    "A replica that falls behind is removed from the ISR."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "lead"),
+    [
+        ("what is the ISR?", "The leader keeps track"),
+        # not a question that only asks what something is: the first passage leads
+        ("how often does the ISR shrink?", "ISR shrink rate"),
+    ],
+)
+def test_the_sentence_that_says_what_the_thing_asked_about_is_leads_from_any_passage(question, lead):
+    """ "what is the ISR?" was answered with a table of ISR metrics ranked first, the sentence naming it second."""
+    axes = _Axes()
+    metrics = candidate(axes, "metrics", ISR_METRICS, [0.9, 0.8])
+    replication = candidate(axes, "replication", REPLICATION, [0.5, 0.4])
+    draft = extract_answer(ranked([metrics, replication], question), shape(max_units_fact=2))
+    _check(draft)
+    assert _units(draft.text)[0].startswith(lead), draft.text
+
+
 def test_the_entry_of_the_setting_the_question_names_leads_the_answer():
     axes = _Axes()
     units = build_units(ACKS, "acks")

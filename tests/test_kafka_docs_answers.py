@@ -328,6 +328,21 @@ def test_a_metric_asked_about_in_words_is_answered_from_its_row(docs, question, 
 
 
 @pytest.mark.parametrize(
+    ("question", "definition"),
+    [
+        ("what is the ISR?", "which is known as the ISR"),
+        ("what is a KTable?", "A KTable is an abstraction of a changelog stream"),
+    ],
+    ids=["isr", "ktable"],
+)
+def test_a_question_asking_what_a_thing_is_leads_with_the_sentence_that_says_it(docs, question, definition):
+    """ "what is the ISR?" was led by a table of ISR metrics, "what is a KTable?" by a sentence that only
+    mentions one; the sentence that says what it is ranked lower."""
+    answer = docs.ask(question)
+    assert definition in answer.text.split("\n\n")[0], shown(answer)
+
+
+@pytest.mark.parametrize(
     "question",
     [
         # a request to translate: declined whatever it is about (the pasted exception is covered)

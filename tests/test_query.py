@@ -850,6 +850,26 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
     assert parse_query(question).asked_phrases == phrases
 
 
+@pytest.mark.parametrize(
+    ("question", "thing"),
+    [
+        ("what is the ISR?", ("ISR",)),
+        ("What are quotas?", ("quotas",)),
+        ("so what's a tombstone", ("tombstone",)),
+        ("what does log compaction mean?", ("log", "compaction")),
+        ("define preferred replica", ("preferred", "replica")),
+        # asks more, points back, names an identifier, or is a whole question
+        ("what is it?", ()),
+        ("what is kafka error code 121?", ()),
+        ("what's the difference between acks=1 and acks=all?", ()),
+        ("what is the recommended number of partitions per broker?", ()),
+        ("Our consumer lags.\nwhat is the ISR?", ()),
+    ],
+)
+def test_a_question_that_only_asks_what_a_thing_is_names_the_thing(question, thing):
+    assert parse_query(question).defined == thing
+
+
 def test_a_word_cut_by_the_owner_window_calls_nothing_the_users():
     """Only the last 60 characters before a name are read for its owner; "flavour" cut to "our" owns nothing."""
     question = "Which setting limits the flav" + "our " + "a" * 27 + " " + "b" * 27 + " Zorblatt lag?"

@@ -14,6 +14,7 @@ from rag.units import (
     MIN_UNIT_CHARS,
     EvidenceUnit,
     build_units,
+    defines,
     inside_fence,
     is_log,
     is_title,
@@ -834,3 +835,24 @@ def test_a_setting_is_mentioned_by_its_name_and_the_default_its_entry_gives(rows
     assert setting_default(unit) == default
     assert render_setting_mention(unit, 3) == mention
     assert setting_default(EvidenceUnit("sentence", ("Default: | 8",))) is None
+
+
+@pytest.mark.parametrize(
+    ("thing", "sentence", "defined"),
+    [
+        (("ISR",), 'The leader keeps track of the set of "in sync" replicas, which is known as the ISR.', True),
+        (("KTable",), "A KTable is an abstraction of a changelog stream.", True),
+        (("log", "compaction"), "Log compaction is a mechanism to give finer-grained per-record retention.", True),
+        (("tombstones",), "Such a record is sometimes referred to as a tombstone.", True),
+        (("quotas",), "A quota is a byte-rate threshold per client group.", True),
+        # a sentence about it, not one saying what it is
+        (("offset",), "In other cases the offset is less clear.", False),
+        (("ISR",), "A replica that falls behind is removed from the ISR.", False),
+    ],
+)
+def test_a_sentence_that_says_what_a_thing_is_defines_it(thing, sentence, defined):
+    assert defines(EvidenceUnit("sentence", (sentence,)), thing) is defined
+
+
+def test_only_a_sentence_defines():
+    assert not defines(EvidenceUnit("row", ("A KTable is an abstraction | x",)), ("KTable",))
