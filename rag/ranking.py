@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag.errors import ConfigurationError
+from rag.units import row_cells
 
 if TYPE_CHECKING:  # retrieval computes RANK_FEATURES, so it imports this module
+    from rag.query import Query
     from rag.retrieval import Candidate, CandidatePool
 
 # Order matters: model files list their features and are refused when the list differs.
@@ -42,6 +44,9 @@ RANK_FEATURES = (
 )
 
 RANKER_PATH = Path(__file__).with_name("ranker.json")
+MIN_TABLE_ROWS = 3  # a chunk with this many rows of
+TABLE_COLUMNS = 3  # this many cells or more,
+TABLE_SHARE = 0.6  # making up this share of its lines, is a table of entries
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,34 @@ def _pasted_error_first(order: np.ndarray, candidates: Sequence[Candidate]) -> n
     return np.concatenate([order[position : position + 1], order[:position], order[position + 1 :]])
 
 
+def _unnamed_tables_last(order: np.ndarray, candidates: Sequence[Candidate], query: Query) -> np.ndarray:
+    """`order` with the chunks of reference tables (error codes, metrics, ACL operations) that name nothing the
+    question names moved behind every other, when the question pastes an error that no chunk defines: each row
+    there is another entry ("SerializationException: Size of data received by LongDeserializer is not 8" is
+    no protocol error, and the error table's rows only read like it)."""
+    if not any(i.place == "error" for i in query.identifiers) or any(c.defines_pasted_error for c in candidates):
+        return order
+    unnamed = {
+        index
+        for index in order.tolist()
+        if _is_table(candidates[index].passage.text)
+        and not candidates[index].feature("focus_identifier")
+        and not candidates[index].feature("defines_identifier")
+    }
+    if not unnamed:
+        return order
+    kept = [index for index in order.tolist() if index not in unnamed]
+    return np.asarray(kept + [index for index in order.tolist() if index in unnamed], dtype=order.dtype)
+
+
+def _is_table(text: str) -> bool:
+    """Most of the chunk's lines are rows of `TABLE_COLUMNS` or more cells (`a | b | c`), at least
+    `MIN_TABLE_ROWS` of them: a table of entries, not a setting's `Label: | value` lines."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    rows = sum(len(row_cells(line)) >= TABLE_COLUMNS for line in lines)
+    return rows >= MIN_TABLE_ROWS and rows >= TABLE_SHARE * len(lines)
+
+
 @dataclass(frozen=True)
 class Ranked:
     """The top candidates, best first, with the learned score of each (also set as the passage's score)."""
@@ -158,7 +191,7 @@ def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) 
     primary = learned if pool.mode == "hybrid" else np.asarray([c.first_stage for c in candidates])
     order = np.lexsort((np.arange(len(candidates)), -primary)) if len(candidates) else np.zeros(0, int)
     if pool.mode == "hybrid":
-        order = _pasted_error_first(order, candidates)
+        order = _pasted_error_first(_unnamed_tables_last(order, candidates, pool.query), candidates)
     chosen: list[int] = []
     overflow: list[int] = []
     repeats: list[int] = []

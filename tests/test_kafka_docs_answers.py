@@ -327,6 +327,18 @@ def test_a_metric_asked_about_in_words_is_answered_from_its_row(docs, question, 
     assert metric in answer.text.split("\n\n")[0], shown(answer)  # the metric's row leads
 
 
+def test_a_paste_no_error_row_defines_is_not_answered_with_other_rows_of_the_error_table(docs):
+    """A Streams deserialization failure is no protocol error: the error table's rows (RECORD_LIST_TOO_LARGE,
+    REQUEST_TIMED_OUT, …) only read like it, and six of them made the whole answer."""
+    answer = docs.ask(
+        "org.apache.kafka.streams.errors.StreamsException: Exception caught in process. taskId=0_1, "
+        "processor=KSTREAM-SOURCE-0000000000, topic=orders, partition=1, offset=12, "
+        "stacktrace=org.apache.kafka.common.errors.SerializationException: Size of data received by "
+        "LongDeserializer is not 8"
+    )
+    assert PROTOCOL_ERRORS not in {c.passage.source_path for c in answer.citations}, shown(answer)
+
+
 @pytest.mark.parametrize(
     ("question", "definition"),
     [

@@ -237,6 +237,52 @@ def test_a_chunk_defining_an_error_the_paste_names_comes_before_one_defining_its
     assert _ids(rank(pool, k=3, max_per_section=4, model=one_feature_model("bm25"))) == ["error-row", "acl", "tool"]
 
 
+ERROR_TABLE = "\n".join(
+    [
+        "The following error codes are used:",
+        "UNKNOWN_SERVER_ERROR | -1 | False | The server experienced an unexpected error.",
+        "OFFSET_OUT_OF_RANGE | 1 | False | The requested offset is not within the range of offsets.",
+        "CORRUPT_MESSAGE | 2 | True | This message has failed its CRC checksum.",
+    ]
+)
+SERIALIZATION_PASTE = (
+    "org.apache.kafka.common.errors.SerializationException: Size of data received by LongDeserializer is not 8"
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "table_defines", "expected"),
+    [
+        # a paste no chunk defines: the table's rows are other entries, the prose goes first
+        (SERIALIZATION_PASTE, 0, ["prose", "table"]),
+        # the table defines the paste's error: it stays where it ranks
+        (SERIALIZATION_PASTE, 2, ["table", "prose"]),
+        # no paste: the ranking stands
+        ("which error codes are retriable?", 0, ["table", "prose"]),
+    ],
+)
+def test_a_table_naming_nothing_of_a_paste_no_chunk_defines_goes_last(question, table_defines, expected):
+    table = make_candidate(
+        "table", section=("D", "1"), text=ERROR_TABLE, features={"bm25": 0.9}, defines_pasted_error=table_defines
+    )
+    pool = make_pool([table, make_candidate("prose", section=("D", "2"), features={"bm25": 0.1})], question=question)
+    assert _ids(rank(pool, k=2, max_per_section=4, model=one_feature_model("bm25"))) == expected
+
+
+def test_a_settings_label_rows_are_no_table_of_entries():
+    """A setting's `Type: | int` lines have two cells: its chunk is the setting's entry, not a table of others."""
+    lines = ["max.block.ms", "How long send() blocks.", "Type: | long", "Default: | 60000", "Valid Values: | [0,...]"]
+    entry = "\n".join(lines)
+    pool = make_pool(
+        [
+            make_candidate("entry", section=("D", "1"), text=entry, features={"bm25": 0.9}),
+            make_candidate("prose", section=("D", "2"), features={"bm25": 0.1}),
+        ],
+        question=SERIALIZATION_PASTE,
+    )
+    assert _ids(rank(pool, k=2, max_per_section=4, model=one_feature_model("bm25"))) == ["entry", "prose"]
+
+
 def test_ties_keep_the_pool_order():
     pool = make_pool([make_candidate(name, section=("D", name)) for name in "dcba"])
     assert _ids(rank(pool, k=4, max_per_section=4, model=one_feature_model("bm25"))) == list("dcba")
