@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag.errors import ConfigurationError
-from rag.units import row_cells
+from rag.units import row_cells, says_what_it_is
 
 if TYPE_CHECKING:  # retrieval computes RANK_FEATURES, so it imports this module
     from rag.query import Query
@@ -168,6 +168,21 @@ def _is_table(text: str) -> bool:
     return rows >= MIN_TABLE_ROWS and rows >= TABLE_SHARE * len(lines)
 
 
+def _defining_first(order: np.ndarray, candidates: Sequence[Candidate], query: Query) -> np.ndarray:
+    """`order` with its first chunk that says what the question asks to have defined moved to the front
+    (`Query.defined`: "what is a tombstone?" and "Such a record is sometimes referred to as a tombstone"),
+    past chunks that only mention it."""
+    if not query.defined:
+        return order
+    position = next(
+        (n for n, index in enumerate(order.tolist()) if says_what_it_is(candidates[index].passage.text, query.defined)),
+        None,
+    )
+    if not position:
+        return order
+    return np.concatenate([order[position : position + 1], order[:position], order[position + 1 :]])
+
+
 @dataclass(frozen=True)
 class Ranked:
     """The top candidates, best first, with the learned score of each (also set as the passage's score)."""
@@ -192,6 +207,7 @@ def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) 
     order = np.lexsort((np.arange(len(candidates)), -primary)) if len(candidates) else np.zeros(0, int)
     if pool.mode == "hybrid":
         order = _pasted_error_first(_unnamed_tables_last(order, candidates, pool.query), candidates)
+        order = _defining_first(order, candidates, pool.query)
     chosen: list[int] = []
     overflow: list[int] = []
     repeats: list[int] = []

@@ -652,10 +652,15 @@ def _reads_as_heading(text: str) -> bool:
 
 
 def defines(unit: EvidenceUnit, thing: Sequence[str]) -> bool:
-    """A sentence unit that says what `thing` (its words, `Query.defined`) is: "A KTable is an abstraction of a
-    changelog stream …", "Log compaction is a mechanism …", "… the set of in-sync replicas, which is known as the
-    ISR", "Such a record is sometimes referred to as a tombstone"; each word in its singular or plural."""
-    if unit.kind != "sentence" or not thing:
+    """A sentence unit that says what `thing` (its words, `Query.defined`) is (`says_what_it_is`)."""
+    return unit.kind == "sentence" and says_what_it_is(unit.text, thing)
+
+
+def says_what_it_is(text: str, thing: Sequence[str]) -> bool:
+    """`text` has a sentence that says what `thing` is: "A KTable is an abstraction of a changelog stream …",
+    "Log compaction is a mechanism …", "… the set of in-sync replicas, which is known as the ISR", "Such a
+    record is sometimes referred to as a tombstone"; each word in its singular or plural."""
+    if not thing:
         return False
     name = r"[\s-]+".join(number_pattern(word) for word in thing)
     return bool(
@@ -663,8 +668,8 @@ def defines(unit: EvidenceUnit, thing: Sequence[str]) -> bool:
             rf"(?:^|[.;:]\s+)(?:(?:an?|the)\s+)?{name}(?:\s+\([^)]*\))?,?\s+(?:is|are)\s+(?:an?|the|one)\b"
             rf"|\b{name}\s+(?:refers?\s+to|means|stands\s+for)\b"
             rf"|\b(?:known\s+as|called|referred\s+to\s+as|termed)\s+(?:(?:an?|the)\s+)?[\"'“]?{name}\b",
-            unit.text,
-            re.I,
+            text,
+            re.I | re.M,
         )
     )
 

@@ -283,6 +283,27 @@ def test_a_settings_label_rows_are_no_table_of_entries():
     assert _ids(rank(pool, k=2, max_per_section=4, model=one_feature_model("bm25"))) == ["entry", "prose"]
 
 
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("what is the ISR?", ["replication", "metrics"]),
+        ("how often does the ISR shrink?", ["metrics", "replication"]),  # asks more than what it is
+    ],
+)
+def test_the_chunk_that_says_what_the_thing_asked_about_is_comes_first(question, expected):
+    metrics = make_candidate(
+        "metrics", section=("D", "1"), text="ISR shrink rate | IsrShrinksPerSec | 0", features={"bm25": 0.9}
+    )
+    replication = make_candidate(
+        "replication",
+        section=("D", "2"),
+        text="Replicas fall behind. The leader tracks the in-sync replicas, which is known as the ISR.",
+        features={"bm25": 0.1},
+    )
+    pool = make_pool([metrics, replication], question=question)
+    assert _ids(rank(pool, k=2, max_per_section=4, model=one_feature_model("bm25"))) == expected
+
+
 def test_ties_keep_the_pool_order():
     pool = make_pool([make_candidate(name, section=("D", name)) for name in "dcba"])
     assert _ids(rank(pool, k=4, max_per_section=4, model=one_feature_model("bm25"))) == list("dcba")
