@@ -345,19 +345,26 @@ _DEFINITION_ASK = re.compile(
 )
 _LEADING_ARTICLE = re.compile(r"^(?:an?|the)\s+", re.I)
 _POINTING_WORD = re.compile(r"\b(?:it|its|this|that|these|those|they|them|their)\b", re.I)
+_QUESTION_WORD = re.compile(r"^(?:how|why|when|where|what|which|who|whether|if)\b", re.I)  # "explain how …"
 MAX_DEFINED_WORDS = 4
 
 
 def defined_thing(text: str) -> tuple[str, ...]:
     """The words of what a one-line question asks to have defined (`_DEFINITION_ASK`), its article left out;
-    empty when it asks more, names an identifier (whose reference entry answers it), points back ("what is it?")
-    or runs past `MAX_DEFINED_WORDS` words (a question, not a name)."""
+    empty when it asks more ("explain how …"), names an identifier (whose reference entry answers it), points back
+    ("what is it?") or runs past `MAX_DEFINED_WORDS` words (a question, not a name)."""
     match = _DEFINITION_ASK.match(text) if "\n" not in text.strip() else None
     if match is None:
         return ()
     thing = _LEADING_ARTICLE.sub("", (match.group("thing") or match.group("meant")).strip())
     words = tuple(thing.split())
-    if not words or len(words) > MAX_DEFINED_WORDS or _POINTING_WORD.search(thing) or extract_identifiers(thing):
+    if (
+        not words
+        or len(words) > MAX_DEFINED_WORDS
+        or _POINTING_WORD.search(thing)
+        or _QUESTION_WORD.match(thing)
+        or extract_identifiers(thing)
+    ):
         return ()
     return words if tokenize(thing) else ()
 

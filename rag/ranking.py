@@ -134,7 +134,11 @@ def _pasted_error_first(order: np.ndarray, candidates: Sequence[Candidate]) -> n
     error the paste names, if any (`Candidate.defines_pasted_error`)."""
     grades = [candidates[index].defines_pasted_error for index in order.tolist()]
     best = max(grades, default=0)
-    position = grades.index(best) if best else None
+    return _to_front(order, grades.index(best) if best else None)
+
+
+def _to_front(order: np.ndarray, position: int | None) -> np.ndarray:
+    """`order` with its entry at `position` (if any) moved to the front, the others in their order."""
     if not position:
         return order
     return np.concatenate([order[position : position + 1], order[:position], order[position + 1 :]])
@@ -174,13 +178,8 @@ def _defining_first(order: np.ndarray, candidates: Sequence[Candidate], query: Q
     past chunks that only mention it."""
     if not query.defined:
         return order
-    position = next(
-        (n for n, index in enumerate(order.tolist()) if says_what_it_is(candidates[index].passage.text, query.defined)),
-        None,
-    )
-    if not position:
-        return order
-    return np.concatenate([order[position : position + 1], order[:position], order[position + 1 :]])
+    texts = (candidates[index].passage.text for index in order.tolist())
+    return _to_front(order, next((n for n, text in enumerate(texts) if says_what_it_is(text, query.defined)), None))
 
 
 @dataclass(frozen=True)
@@ -198,7 +197,9 @@ def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) 
     and a passage whose text repeats a better one's (the same setting on the source, sink and MirrorMaker
     pages) only after every other.
     In hybrid mode the best-scored chunk that defines the error the user pasted comes first, whatever
-    the scores: a long paste's other words outweigh its one error name in every learned feature."""
+    the scores: a long paste's other words outweigh its one error name in every learned feature. When no chunk
+    defines the paste's error, tables of other entries go last; and the chunk that says what a "what is …?"
+    question asks about comes first."""
     candidates = pool.candidates
     learned = model.scores(
         np.asarray([c.features for c in candidates], dtype=np.float64).reshape(-1, len(model.features))

@@ -860,6 +860,7 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         ("define preferred replica", ("preferred", "replica")),
         # asks more, points back, names an identifier, or is a whole question
         ("what is it?", ()),
+        ("explain how compaction works", ()),
         ("what is kafka error code 121?", ()),
         ("what's the difference between acks=1 and acks=all?", ()),
         ("what is the recommended number of partitions per broker?", ()),
