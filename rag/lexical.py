@@ -145,6 +145,7 @@ def parts_only(text: str, compounds: Collection[str]) -> frozenset[str]:
 
 
 MIN_CORRECTED_CHARS = 6  # shorter words have too many neighbours one letter away ("flink" and "link")
+MIN_INFLECTED_STEM = 4  # "-ing" and "-ed" are cut only from words that keep this many letters ("shrink", not "bed")
 
 
 def correction(word: str, frequency: Callable[[str], int]) -> str | None:
@@ -174,13 +175,16 @@ def _fold(word: str) -> str:
     return word
 
 
-def number_pattern(word: str) -> str:
-    """A regular expression for `word`, lower-cased, in its singular or plural (`Hubs` finds "hub", `replica`
-    "replicas", `policy` "policies"); an acronym keeps its letters (`REST` is no plural of "ret")."""
+def inflection_pattern(word: str) -> str:
+    """A regular expression for `word`, lower-cased, in any inflection: its stem (a plural's "s", an "-ing" or
+    "-ed" dropped) and up to four letters more ("Shrinking" finds "shrinks", `Hubs` "hub"); an acronym keeps
+    its letters."""
     lowered = word.lower()
-    base = lowered if word.isupper() else _fold(lowered)
-    forms = {lowered, base, base + "s", base + "es"} | ({base[:-1] + "ies"} if base.endswith("y") else set())
-    return "(?:" + "|".join(sorted(map(re.escape, forms), key=lambda form: (-len(form), form))) + ")"
+    stem = lowered if word.isupper() else _fold(lowered)
+    if not word.isupper():
+        cut = re.sub(r"(?:ing|ed)$", "", stem)
+        stem = cut if len(cut) >= MIN_INFLECTED_STEM else stem
+    return re.escape(stem) + r"\w{0,4}"
 
 
 def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL_ENTRIES) -> None:

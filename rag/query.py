@@ -431,10 +431,12 @@ def asked_names(text: str) -> tuple[str, ...]:
 def asked_phrases(text: str) -> tuple[tuple[str, ...], ...]:
     """The runs of two or more name-like words (`_NAME`, one space apart) in the user's asking sentences: "Which
     REST Proxy property …?", "… through the Topic Operator?", "Event Hubs Premium: …?". A sentence's first word
-    is left out when it is a stopword ("Which"), and so are words quoted as code and runs the user calls theirs."""
+    is left out when it is a stopword ("Which"), a run's first word when it is a participle ("… says Shrinking ISR
+    …"), and so are words quoted as code or as a message (`"Shrinking ISR from 1,2,3 to 1"` is a log line's) and
+    runs the user calls theirs."""
     runs: list[tuple[str, ...]] = []
     for asking in _asking_sentences(text):
-        for sentence in _NAME_SENTENCE.split(_INLINE_CODE.sub(" · ", asking)):
+        for sentence in _NAME_SENTENCE.split(_QUOTED_MESSAGE.sub(" · ", _INLINE_CODE.sub(" · ", asking))):
             run: list[re.Match[str]] = []
             for match in [*_NAME.finditer(sentence), None]:
                 if match is not None and run and sentence[run[-1].end() : match.start()] == " ":
@@ -442,6 +444,8 @@ def asked_phrases(text: str) -> tuple[tuple[str, ...], ...]:
                     continue
                 if run and run[0].start() == len(sentence) - len(sentence.lstrip()) and not tokenize(run[0].group(0)):
                     run = run[1:]  # "Which REST Proxy property …?": a question word is grammar
+                if run and _PARTICIPLE.fullmatch(run[0].group(0)):
+                    run = run[1:]  # "… says Shrinking ISR": a participle opens a clause, not a name
                 if len(run) >= 2 and not _owned(sentence[: run[0].start()]):
                     runs.append(tuple(m.group(0) for m in run))
                 run = [match] if match is not None else []
@@ -571,6 +575,7 @@ _QUOTED_PROGRAM = re.compile(r"`([a-z][\w-]*)\s+[^`\n]+`")
 
 
 _NAME_SENTENCE = re.compile(r"(?<=[.!?:])\s+|\n+")  # where a sentence, or a label's colon, ends
+_PARTICIPLE = re.compile(r"[A-Z][a-z]+(?:ing|ed)")
 
 
 def _names(text: str) -> tuple[list[str], list[str]]:

@@ -30,7 +30,7 @@ from rag.lexical import (
     bm25_scores,
     correction,
     document_frequency,
-    number_pattern,
+    inflection_pattern,
     parts_only,
     rows_holding,
     rows_with,
@@ -653,8 +653,9 @@ class Retriever:
 
     def _written(self, phrase: tuple[str, ...]) -> bool:
         """Whether the corpus writes two neighbouring words of `phrase` together: as one word (`Mirror Maker` is
-        `MirrorMaker`), or next to each other in either's singular or plural. One pair is enough: "Consumer
-        Group Protocol GA" names the corpus's consumer group protocol. Read from at most `PHRASE_ROWS_READ`
+        `MirrorMaker`), or next to each other in either order and any inflection ("Shrinking ISR" is the
+        corpus's "ISR shrinks"). One pair is enough: "Consumer Group Protocol GA" names the corpus's consumer
+        group protocol. Read from at most `PHRASE_ROWS_READ`
         chunks holding both words; a pair that more chunks hold is taken as written."""
         for first, second in itertools.pairwise(phrase):
             tokens = [tokenize(first)[:1], tokenize(second)[:1]]
@@ -665,7 +666,8 @@ class Retriever:
             rows = np.intersect1d(rows_with(self.index.bm25, tokens[0][0]), rows_with(self.index.bm25, tokens[1][0]))
             if len(rows) > PHRASE_ROWS_READ:
                 return True
-            together = re.compile(rf"(?<![^\W_]){number_pattern(first)}[\W_]{{0,3}}{number_pattern(second)}", re.I)
+            one, other = inflection_pattern(first), inflection_pattern(second)
+            together = re.compile(rf"(?<![^\W_])(?:{one}[\W_]{{0,3}}{other}|{other}[\W_]{{0,3}}{one})", re.I)
             if any(together.search(record["text"]) for record in self._records(rows.tolist()).values()):
                 return True
         return False

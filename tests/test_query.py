@@ -842,6 +842,9 @@ def test_the_names_a_question_asks_about_are_those_of_its_asking_sentences(quest
         ("We run on Azure Event Hubs. Which setting limits the fetch size?", ()),
         ("Can our Spring Boot app set the fetch size?", ()),  # theirs
         ("Does `Topic Operator` revert it?", ()),  # quoted as code
+        ('my broker log says "Shrinking ISR from 1,2,3 to 1", why?', ()),  # quoted as a message
+        ("my broker log says Shrinking ISR all the time, why?", ()),  # a participle opens a clause
+        ("Using Kafka Streams, which setting caps memory?", (("Kafka", "Streams"),)),
         ("Does the Zorblatt operator revert it?", ()),  # one name is no name of several words
         ("what is the ISR?", ()),
     ],
