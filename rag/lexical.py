@@ -177,14 +177,14 @@ def _fold(word: str) -> str:
 
 def inflection_pattern(word: str) -> str:
     """A regular expression for `word`, lower-cased, in any inflection: its stem (a plural's "s", an "-ing" or
-    "-ed" dropped) and up to four letters more ("Shrinking" finds "shrinks", `Hubs` "hub"); an acronym keeps
-    its letters."""
+    "-ed" dropped) and up to four letters more ("Shrinking" finds "shrinks", `Hubs` "hub"); an acronym keeps its
+    letters and takes a plural "s" only (`REST` finds neither "ret" nor "restart")."""
     lowered = word.lower()
-    stem = lowered if word.isupper() else _fold(lowered)
-    if not word.isupper():
-        cut = re.sub(r"(?:ing|ed)$", "", stem)
-        stem = cut if len(cut) >= MIN_INFLECTED_STEM else stem
-    return re.escape(stem) + r"\w{0,4}"
+    if word.isupper():
+        return re.escape(lowered) + "s?"
+    stem = _fold(lowered)
+    cut = re.sub(r"(?:ing|ed)$", "", stem)
+    return re.escape(cut if len(cut) >= MIN_INFLECTED_STEM else stem) + r"\w{0,4}"
 
 
 def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL_ENTRIES) -> None:

@@ -192,6 +192,7 @@ def test_a_misspelt_word_is_read_as_the_corpus_word_one_left_out_or_swapped_lett
         ("Shrinking", "the ISR shrinks", True),
         ("REST", "the rest proxy", True),
         ("REST", "the ret", False),  # an acronym is not folded
+        ("REST", "a restart", False),  # nor inflected
         ("Added", "add", False),  # "-ed" is cut only from a stem of four letters or more
         ("log", "logarithm", False),  # four more letters at most
     ],
