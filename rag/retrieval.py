@@ -53,6 +53,7 @@ LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's le
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w.\-/@$`'\"&=])")  # a lower-case word standing alone
 _NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
+_JOINER = r"[ /_-]?"  # what stands between two words of one name: "Mirror Maker", "SASL/SCRAM", never a sentence end
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _CAMEL_CASE = re.compile(r"[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`, `commitSync`
 
@@ -667,7 +668,7 @@ class Retriever:
             if len(rows) > PHRASE_ROWS_READ:
                 return True
             one, other = inflection_pattern(first), inflection_pattern(second)
-            together = re.compile(rf"(?<![^\W_])(?:{one}[\W_]{{0,3}}{other}|{other}[\W_]{{0,3}}{one})", re.I)
+            together = re.compile(rf"(?<![^\W_])(?:{one}{_JOINER}{other}|{other}{_JOINER}{one})", re.I)
             if any(together.search(record["text"]) for record in self._records(rows.tolist()).values()):
                 return True
         return False

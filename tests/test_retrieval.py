@@ -488,6 +488,7 @@ def test_the_share_of_the_asking_sentences_names_of_several_words_the_corpus_nev
     assert share("Do Transaction Coordinators abort a hung transaction?") == 0.0
     assert share("Does the Stream Thread retry?") == 0.0
     assert share("Does the Coordinator Transaction retry?") == 0.0  # in either order
+    assert share("Does the Session Track retry?") == 1.0  # "… session. Track …": a sentence ends between them
     assert share("Is the Transaction Coordinator Zone relevant?") == 0.0
     assert share("Does the Record Coordinator or the Transaction Coordinator retry?") == pytest.approx(0.5)
     assert share("Our Record Coordinator retries. Why does the transaction time out?") == 0.0
