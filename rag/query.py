@@ -305,6 +305,8 @@ def parse_query(
             places.setdefault(name, carried)
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())
     names, openers = _names("\n".join(own_words))
+    # A follow-up's asks and what it asks to have defined lean on the conversation: none are read from it alone.
+    followup = bool(history) and is_followup(question, history)
     return Query(
         question=question,
         text=retrieval_text,
@@ -325,13 +327,13 @@ def parse_query(
         own_terms=frozenset(own_terms),
         messages=tuple(dict.fromkeys(messages))[:MAX_MESSAGES],
         named_after=tuple(dict.fromkeys(named_after)),
-        asks=() if history and is_followup(question, history) else question_asks(text),
+        asks=() if followup else question_asks(text),
         asked=asked_identifiers(text),
         asked_names=asked_names(text),
         asked_phrases=asked_phrases(text),
         valued=frozenset(valued),
         label=opening_label(text),
-        defined=() if history and is_followup(question, history) else defined_thing(text),
+        defined=() if followup else defined_thing(text),
     )
 
 
