@@ -109,10 +109,12 @@ _FIX_REQUEST = re.compile(
 _CHECK_REQUEST = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|find out|inspect|verify)\b", re.I)
 # A sentence of the user's own that asks for something to be made rather than for what the passages say:
 # "write me a Go consumer …", "Translate this into Japanese …", "can you summarize this for …", "give me a
-# Python script that …", "tell me a joke". ("Give me an example of …" asks for what the docs show.)
+# Python script that …", "tell me a joke", "translate the … into German". ("Give me an example of …" asks for what
+# the docs show.)
 _TASK_REQUEST = re.compile(
     r"^(?:(?:can|could|would|will) you\s+|please\s+)?(?:"
     r"(?:write|generate|translate|summari[sz]e|draft|compose)\s+(?:me|us|this|that|these|it|a|an)\b"
+    r"|translate\s+(?:the|my|our|your)\b"  # a translation is a task whatever it takes ("summarize the …" may not be)
     r"|(?:give|tell|make)\s+(?:me|us)\s+(?:a|an|the|some)\s+(?:[\w-]+\s+){0,3}?"
     r"(?:script|program|snippet|code|joke|poem|story|song)s?\b)",
     re.I,

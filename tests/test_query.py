@@ -554,6 +554,8 @@ def test_a_command_alone_is_searched_as_typed():
         ("Our app gets RecordTooLargeException. Can you write a Jira ticket about it?", "task"),
         (f"Please summarize this for a status update:\n{METADATA_WARN}", "task"),
         ("Translate this into German: org.apache.kafka.common.errors.TimeoutException: Expired", "task"),
+        ("translate the retention.ms description into german", "task"),
+        ("summarize the differences between acks=1 and acks=all", "fact"),  # what the docs say, shortened
         ("How do I write a custom partitioner?", "fact"),
         ("give me a python script that consumes from kafka", "task"),
         ("tell me a joke about kafka", "task"),
