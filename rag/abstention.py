@@ -37,8 +37,6 @@ ABSTENTION_FEATURES = (
     # error line's exception the docs may answer under its error's name
     "asked_unknown_phrases",  # share of the asking sentences' names of several words that the corpus never writes
     # together ("Which REST Proxy property …?"), though it may use each word
-    "asked_unusual_word",  # the asking sentences use a plain word that neither the corpus nor the embedding
-    # model's vocabulary knows: a product written in lower case ("kcat keeps printing …, what flag fixes it?")
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -72,7 +70,6 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         evidence.unknown_asked_name_share,
         evidence.unknown_asked_identifier_share,
         evidence.unknown_asked_phrase_share,
-        1.0 if evidence.unusual_asked_words else 0.0,
     )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,25 +44,6 @@ class Embedder(Protocol):
     dimension: int
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray: ...
-
-    def whole_words(self) -> frozenset[str]:
-        """The lower-case words the model's tokenizer holds as one token (`whole_words_of`)."""
-        ...
-
-
-_WORD_START_MARKERS = ("\u2581", "\u0120")  # SentencePiece's "▁word" and byte-level BPE's "Ġword"
-
-
-def whole_words_of(vocabulary: Iterable[str]) -> frozenset[str]:
-    """The words of a tokenizer's vocabulary that stand whole, lower-cased: the common words of the language the
-    model learned ("rebalance", "curl", "morning"). A name it has to piece together (`kcat` is "kc" + "##at") is a
-    rarer word: a product, a tool, a user's coinage. Continuation pieces ("##at") and special tokens are left out."""
-    words = set()
-    for token in vocabulary:
-        word = token[1:] if token.startswith(_WORD_START_MARKERS) else token
-        if word.isalpha() and word.isascii():
-            words.add(word.lower())
-    return frozenset(words)
 
 
 @dataclass(frozen=True)
@@ -154,10 +135,6 @@ class SentenceTransformerEmbedder:
         )
         dimension = get_dimension()
         self.dimension = int(dimension) if dimension else int(self.encode(["probe"]).shape[1])
-        self._whole_words = whole_words_of(self._model.tokenizer.get_vocab())
-
-    def whole_words(self) -> frozenset[str]:
-        return self._whole_words
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         if not texts:

@@ -175,23 +175,6 @@ def _fold(word: str) -> str:
     return word
 
 
-_SUFFIXES = ("ing", "ed", "es", "s", "ers", "er", "ly")
-MIN_BASE = 3  # letters a word keeps when a suffix is cut ("bed" is no "b" + "-ed")
-
-
-def word_forms(word: str) -> tuple[str, ...]:
-    """`word` and the bases it may be an inflection of, for looking a word up where only another form is listed:
-    "rebalancing" is "rebalanc", "rebalance"; "stopping" "stopp", "stoppe", "stop"; "tries" "tri", "trie"."""
-    forms = [word]
-    for suffix in _SUFFIXES:
-        base = word.removesuffix(suffix)
-        if base != word and len(base) >= MIN_BASE:
-            forms += [base, base + "e"]
-            if len(base) > MIN_BASE and base[-1] == base[-2]:
-                forms.append(base[:-1])
-    return tuple(dict.fromkeys(forms))
-
-
 def inflection_pattern(word: str) -> str:
     """A regular expression for `word`, lower-cased, in any inflection: its stem (a plural's "s", an "-ing" or
     "-ed" dropped) and up to four letters more ("Shrinking" finds "shrinks", `Hubs` "hub"); an acronym keeps its

@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from rag.embedding import whole_words_of
 from rag.errors import EmbeddingError
 
 EXPORT_FORMAT = "torchscript-opset17-eager-attention-v1"  # part of the cache key: change it to re-export
@@ -236,10 +235,6 @@ class OnnxEmbedder:
         self.name = name
         self.backend = "onnx-int8" if quantized else "onnx"
         self.dimension = int(self._session.get_outputs()[0].shape[-1])
-        self._whole_words = whole_words_of(self._tokenizer.get_vocab())
-
-    def whole_words(self) -> frozenset[str]:
-        return self._whole_words
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)

@@ -180,10 +180,6 @@ class Query:
     # The names of two or more words the asking sentences use ("Event Hubs", "Topic Operator", `asked_phrases`):
     # a product whose every word the corpus knows may still be one it never mentions.
     asked_phrases: tuple[tuple[str, ...], ...] = ()
-    # The plain lower-case words of the asking sentences, each with the word after it where a determiner comes
-    # before it (`asked_words`): a product the user writes in lower case ("kcat", "kafkajs") is a word neither the
-    # corpus nor the embedding model's vocabulary holds.
-    asked_words: tuple[tuple[str, str], ...] = ()
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
     # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
     label: tuple[str, ...] = ()
@@ -337,7 +333,6 @@ def parse_query(
         asked=asked_identifiers(text),
         asked_names=asked_names(text),
         asked_phrases=asked_phrases(text),
-        asked_words=asked_words(text),
         valued=frozenset(valued),
         label=opening_label(text),
         defined=() if followup else defined_thing(text),
@@ -435,27 +430,6 @@ def asked_names(text: str) -> tuple[str, ...]:
     names, openers = _names("\n".join(_asking_sentences(text)))
     owned = frozenset().union(*map(_owned_names, _own_sentences(text)))
     return tuple(name for name in dict.fromkeys(names + openers) if name not in owned)
-
-
-# A lower-case word standing alone: not part of a key, path, flag, address or quoted name (`my.topic`, `--group`).
-_PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?:])[a-z]{2,}(?=(?:'s)?(?![\w.\-/@$`'\"&=]))")  # "pulsar's" too
-_NEXT_WORD = re.compile(r"(?:'s)?\s+([A-Za-z]+)")
-_DETERMINER_BEFORE = re.compile(r"\b(?:the|our|my|their|your|this|that|these|those)\s+$", re.I)
-
-
-def asked_words(text: str) -> tuple[tuple[str, str], ...]:
-    """The plain lower-case words of the user's asking sentences, outside what they quote as code or as a message,
-    each with the word after it when a determiner comes before it (else ""): where a product written in lower case
-    shows ("kcat keeps printing …, what flag fixes it?"; retrieval counts those that neither the corpus nor the
-    language knows), and where the user names a resource of theirs before the word for it ("the clickstream
-    topic", when the corpus's commands take `--topic`)."""
-    words: dict[tuple[str, str], None] = {}
-    for asking in _asking_sentences(text):
-        plain = _QUOTED_MESSAGE.sub(" · ", _INLINE_CODE.sub(" · ", asking))
-        for match in _PLAIN_WORD.finditer(plain):
-            after = _NEXT_WORD.match(plain, match.end()) if _DETERMINER_BEFORE.search(plain, 0, match.start()) else None
-            words[(match.group(0), after.group(1).lower() if after else "")] = None
-    return tuple(words)
 
 
 def asked_phrases(text: str) -> tuple[tuple[str, ...], ...]:

@@ -35,7 +35,6 @@ from rag.lexical import (
     rows_holding,
     rows_with,
     tokenize,
-    word_forms,
 )
 from rag.passages import Passage
 from rag.query import Query, QueryIdentifier, says_message, shared_run
@@ -124,7 +123,6 @@ class QueryEvidence:
     unknown_asked_name_share: float  # share of the asking sentences' names the corpus never mentions
     unknown_asked_identifier_share: float  # share of the identifiers the asking sentences name no chunk carries
     unknown_asked_phrase_share: float  # share of the asking sentences' names of several words the corpus never writes
-    unusual_asked_words: tuple[str, ...]  # the asking sentences' plain words neither corpus nor language uses
 
 
 @dataclass(frozen=True)
@@ -156,7 +154,6 @@ class Retriever:
     def __init__(self, index: LoadedIndex, embedder: Embedder) -> None:
         self.index = index
         self._queries = QueryEncoder(embedder)
-        self._common_words = embedder.whole_words()
         chunks = index.chunks
         self._size = len(chunks)
         self._identifier_lookup = _IdentifierLookup(chunks.column("identifiers"))
@@ -641,29 +638,7 @@ class Retriever:
             unknown_asked_name_share=self._unknown_asked_name_share(query),
             unknown_asked_identifier_share=self._unknown_asked_identifier_share(query),
             unknown_asked_phrase_share=self._unknown_asked_phrase_share(query),
-            unusual_asked_words=self._unusual_asked_words(query),
         )
-
-    def _unusual_asked_words(self, query: Query) -> tuple[str, ...]:
-        """The asking sentences' plain words (`Query.asked_words`) that neither the corpus nor the language uses:
-        no form of the word occurs in a chunk (`word_forms`), none stands whole in the embedding model's
-        vocabulary (its common words: "curl", "morning", "undo"), and it is no misspelling of a corpus word
-        (`correction`). What remains is a name written in lower case: a product ("kcat", "kafkajs"), a tool
-        ("rabbitmqctl"), another system's term ("binlog"). The user's own names do not count, nor a word before
-        one the corpus's commands take as an option ("the clickstream topic" is the user's `--topic`)."""
-        unusual = []
-        for word, after in query.asked_words:
-            tokens = tokenize(word)
-            if not tokens or tokens[0] in query.own_terms or after in self._command_flags:
-                continue
-            forms = word_forms(word)
-            if any(form in self._common_words for form in forms):
-                continue
-            if any(self._document_frequency(token) for form in forms for token in tokenize(form)[:1]):
-                continue
-            if correction(word, self._document_frequency) is None:
-                unusual.append(word)
-        return tuple(unusual)
 
     def _unknown_asked_phrase_share(self, query: Query) -> float:
         """Of the names of several words the asking sentences use (`Query.asked_phrases`: "Event Hubs", "Topic

@@ -162,15 +162,6 @@ def test_a_name_of_several_words_the_corpus_never_writes_counts():
     assert _features(_ranked(about_consumers, [1.0], question=question))["asked_unknown_phrases"] == 0.0
 
 
-def test_a_plain_word_neither_the_corpus_nor_the_language_uses_counts():
-    """ "how do I read a topic with kcat?" asks about a tool the corpus never mentions, written in lower case."""
-    question = "how do I read a topic with kcat?"
-    about_consumers = [make_candidate("a", identifiers=("kafka-console-consumer",))]
-    features = _features(_ranked(about_consumers, [1.0], question=question, unusual_asked_words=("kcat",)))
-    assert features["asked_unusual_word"] == 1.0
-    assert _features(_ranked(about_consumers, [1.0], question=question))["asked_unusual_word"] == 0.0
-
-
 def test_a_context_identifier_is_not_a_focus_match():
     question = "$ bin/kafka-topics.sh --describe --topic orders\nERROR something went wrong"
     candidates = [make_candidate("a", identifiers=("kafka-topics",))]

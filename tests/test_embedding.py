@@ -16,7 +16,6 @@ from rag.embedding import (
     load_embedder,
     model_identity,
     resolve_model,
-    whole_words_of,
 )
 from rag.errors import IndexMismatchError, ModelNotFoundError
 from rag.index_store import check_model, load_index, read_manifest
@@ -155,20 +154,6 @@ def test_identity_is_stable(embedder):
     assert first.name == DEFAULT_MODEL and first.dimension == 384 and first.normalized is True
     assert first.backend == "onnx"  # the default backend
     assert len(first.fingerprint) == 16
-
-
-def test_the_whole_words_of_a_vocabulary_leave_out_pieces_and_special_tokens():
-    vocabulary = ["[CLS]", "[unused3]", "kafka", "##js", "Morning", "\u2581broker", "\u0120topic", "42", "café", "a"]
-    assert whole_words_of(vocabulary) == {"kafka", "morning", "broker", "topic", "a"}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", ["onnx", "torch"])
-def test_the_models_whole_words_are_common_words_not_product_names(backend):
-    """Both backends read the tokenizer's vocabulary: "curl" and "morning" stand whole, `kcat` is two pieces."""
-    words = load_embedder(DEFAULT_MODEL, backend).whole_words()
-    assert {"curl", "morning", "undo", "broker"} <= words
-    assert not {"kcat", "kafkajs", "strimzi"} & words
 
 
 @pytest.fixture(scope="module")

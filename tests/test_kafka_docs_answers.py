@@ -372,18 +372,8 @@ def test_a_question_asking_what_a_thing_is_leads_with_the_sentence_that_says_it(
         # another product's rules for a setting the docs cover: the asking sentence names a product they never do
         "Does Amazon MSK let me change unclean.leader.election.enable in a custom MSK configuration?",
         "Does Redpanda honour min.insync.replicas when acks=all?",
-        # tools and client libraries written in lower case: words neither the docs nor the language know
-        "how do I consume a topic with kcat?",
-        "kafkajs consumer keeps disconnecting, how do I set the session timeout?",
     ],
-    ids=[
-        "translate",
-        "schema-registry",
-        "managed-service-setting",
-        "other-broker-setting",
-        "lower-case-tool",
-        "lower-case-client",
-    ],
+    ids=["translate", "schema-registry", "managed-service-setting", "other-broker-setting"],
 )
 def test_out_of_scope_questions_abstain(docs, question):
     answer = docs.ask(question)

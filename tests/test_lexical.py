@@ -19,7 +19,6 @@ from rag.lexical import (
     parts_only,
     rows_holding,
     tokenize,
-    word_forms,
     write_bm25,
 )
 from tests.conftest import SEEDS
@@ -200,26 +199,3 @@ def test_a_misspelt_word_is_read_as_the_corpus_word_one_left_out_or_swapped_lett
 )
 def test_a_word_is_found_in_any_inflection(word, text, found):
     assert bool(re.search(rf"\b{inflection_pattern(word)}\b", text)) is found
-
-
-@pytest.mark.parametrize(
-    ("word", "form"),
-    [
-        ("rebalancing", "rebalance"),
-        ("stopping", "stop"),
-        ("alerted", "alert"),
-        ("drains", "drain"),
-        ("brokers", "broker"),
-        ("lowering", "lower"),
-        ("kcat", "kcat"),  # the word itself comes first
-    ],
-)
-def test_the_forms_of_a_word_hold_the_base_it_inflects(word, form):
-    forms = word_forms(word)
-    assert forms[0] == word
-    assert form in forms
-
-
-def test_a_short_word_keeps_its_letters():
-    assert word_forms("bed") == ("bed",)  # no "b" + "-ed"
-    assert word_forms("uses") == ("uses", "use", "usee")  # never "us"

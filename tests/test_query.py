@@ -932,16 +932,3 @@ def test_errors_log_lines_and_sentences_are_no_label(question):
 )
 def test_the_settings_a_user_gives_a_value_outside_the_asking_sentences_are_their_setup(question, setup):
     assert parse_query(question).setup_identifiers == setup
-
-
-def test_the_plain_words_a_question_asks_with_the_word_after_a_determined_one():
-    """The lower-case words of the asking sentences, outside quotes and code, where a product written in lower case
-    shows; a word after a determiner keeps the word after it ("the clickstream topic": the user's topic)."""
-    words = parse_query("how do I consume the orders topic with kcat? We use `kafkacat -C` too.").asked_words
-    assert ("kcat", "") in words
-    assert ("orders", "topic") in words
-    assert not any(word.startswith("kafkacat") for word, _ in words)  # quoted as code, and not an asking sentence
-    assert parse_query('broker says "fetch session evicted", why?').asked_words == (("broker", ""), ("says", ""),
-                                                                                     ("why", ""))  # fmt: skip
-    assert ("pulsar", "") in parse_query("how does pulsar's storage compare?").asked_words
-    assert parse_query("Does KafkaJS retry?").asked_words == (("retry", ""),)  # capitalised names count elsewhere

@@ -565,19 +565,3 @@ def test_rows_read_together_equal_rows_read_one_by_one_across_record_batches(ret
     records = retriever._records(rows)
     assert list(records) == rows
     assert records == {row: chunks.slice(row, 1).to_pylist()[0] for row in rows}
-
-
-def test_a_plain_word_neither_the_corpus_nor_the_language_uses_is_an_unusual_asked_word(retriever, stage):
-    """A product written in lower case is a word the corpus never uses and the embedding model's vocabulary has
-    no whole token for; common words, inflections of corpus words, typos and the user's own names are none."""
-
-    def unusual(question: str) -> tuple[str, ...]:
-        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence.unusual_asked_words
-
-    assert unusual("how do I read a topic with kcat?") == ("kcat",)
-    assert unusual("kafkajs consumer keeps crashing, why?") == ("kafkajs",)
-    assert unusual("why does my consumer keep rebalancing every morning?") == ()  # "rebalance"; a common word
-    assert unusual("why does my consumer keep rebalncing?") == ()  # a typo of a corpus word
-    assert unusual("how do I rewind the clickstream topic?") == ()  # the user's topic: the corpus takes --topic
-    assert unusual("how do I rewind clickstream?") == ("clickstream",)
-    assert unusual('my consumer logs "zorblatt failed", why?') == ()  # a quoted message is no asking word
