@@ -215,9 +215,21 @@ def line_place(line: str) -> str:
     words = _INLINE_CODE.sub(" ", head) if _PROSE_AROUND.search(_INLINE_CODE.sub(" ", head)) else head
     if _COMMAND_LINE.match(head) or (len(_FLAGS.findall(words)) >= 2 and not _ERROR_CALL.search(head)):
         return "command"
-    if _LOG_SHAPE.search(head) or _ERROR_MESSAGE.match(head):
+    if _is_log_line(head) and not quotes_log(head):
         return "error"
     return "question"  # the user's own words, even when they name an error
+
+
+def _is_log_line(text: str) -> bool:
+    return bool(_LOG_SHAPE.search(text) or _ERROR_MESSAGE.match(text))
+
+
+def quotes_log(line: str) -> bool:
+    """The user's own sentence quoting a log line ("kcat keeps printing "% ERROR: Local: Broker transport
+    failure", what flag fixes it?"): the log's marks sit only inside the quotes, and the words around them are
+    prose. It reports a fault as a pasted log line does, and asks as the user's sentences do."""
+    unquoted = _QUOTED_MESSAGE.sub(" ", _INLINE_CODE.sub(" ", line[:MAX_LINE_CHARS]))
+    return _is_log_line(line[:MAX_LINE_CHARS]) and not _is_log_line(unquoted) and bool(_PROSE_AROUND.search(unquoted))
 
 
 def parse_query(
@@ -244,7 +256,7 @@ def parse_query(
         place = line_place(line)
         if fenced and place == "question" and _ERROR_WORD.search(line[:MAX_LINE_CHARS]):
             place = "error"  # what a tool printed into the user's code block: "Error: Assignments can only …"
-        pasted_error = pasted_error or place == "error"
+        pasted_error = pasted_error or place == "error" or (place == "question" and quotes_log(line))
         if place in CONTEXT_PLACES:
             context_lines += 1
         else:

@@ -335,10 +335,21 @@ METADATA_WARN = (
         # a sentence that quotes a command asks about it; a command line in backticks is still one
         ("Is it `kafka-get-offsets.sh --topic orders --time -1`, and what does `--time -2` return?", "question"),
         ("`kafka-topics.sh --create --topic t --partitions 3`", "command"),
+        # a sentence of the user's own that quotes a log line is theirs; a log line with a quoted part is a log line
+        ('kcat keeps printing "% ERROR: Local: Broker transport failure", what flag fixes it?', "question"),
+        ("Connect workers log `WARN The configuration 'x' was supplied but isn't a known config`. Why?", "question"),
+        ('2024-05-02 10:11:12,345 ERROR [main] Sender failed with "Broker transport failure" on the way', "error"),
+        ('"ERROR Shutdown broker because all log dirs in /var/kafka have failed"', "error"),
     ],
 )
 def test_line_place(line, place):
     assert line_place(line) == place
+
+
+def test_a_sentence_quoting_a_log_line_asks_and_reports_a_fault():
+    query = parse_query('the broker prints "ERROR Shutdown broker: all log dirs have failed", what is `log.dirs`?')
+    assert query.intent == "troubleshoot"
+    assert query.asked == frozenset({"log.dirs"})
 
 
 def test_command_line_is_context_and_the_error_line_is_focus():
