@@ -31,15 +31,18 @@ REPORT = Path("evals/reports/held_out_tuning.md")
 COLUMNS = ("hit@1", *GROUP_METRICS, "answer_chars_p50")
 
 
-def tuning_scores(items: Sequence[GoldenItem], indexes: Sequence[Path]) -> list[QuestionScore]:
+def tuning_scores(
+    items: Sequence[GoldenItem], indexes: Sequence[Path], *, own_history: bool = False
+) -> list[QuestionScore]:
     """The tuning `items`, scored: with one index, all asked of it; with two, each asked of `indexes[half(id)]`,
-    the index built with the adapter fitted without that half."""
+    the index built with the adapter fitted without that half. `own_history` as in `evals.runner.evaluate`."""
     scores = []
     for number, index in enumerate(indexes):
         assistant = Assistant.built_with(Settings.from_env(index_dir=index))
         asked = [item for item in items if len(indexes) == 1 or half(item.id) == number]
         k = assistant.settings.top_k
-        scores += [score(trial, k) for trial in evaluate(assistant, asked, assistant.settings.retrieval_mode, k)]
+        trials = evaluate(assistant, asked, assistant.settings.retrieval_mode, k, own_history=own_history)
+        scores += [score(trial, k) for trial in trials]
     return scores
 
 
@@ -48,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_set_argument(parser)
     add_half_indexes_argument(parser)
     parser.add_argument("--report", type=Path, default=REPORT)
+    parser.add_argument(
+        "--own-history", action="store_true", help="follow-ups after the assistant's own answers (`kafka-rag eval`)"
+    )
     args = parser.parse_args(argv)
     if not args.half_indexes:
         parser.error("--half-indexes is required: two indexes per --set")
@@ -55,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for (golden, corpus, index), halves in zip(args.set, half_index_pairs(parser, args), strict=True):
         items = select_part(load_golden(golden, corpus), "tune")  # read once: the evidence check parses sources
         for label, indexes in (("served index (in-sample)", [index]), ("held out", list(halves))):
-            metrics = summarise(tuning_scores(items, indexes))
+            metrics = summarise(tuning_scores(items, indexes, own_history=args.own_history))
             rows.append((golden.name, label, metrics))
             figures = ", ".join(f"{name} {fmt(metrics[name], name)}" for name in COLUMNS)
             print(f"{golden.name}, {label}: {metrics['questions']} questions; {figures}")

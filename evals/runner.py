@@ -19,6 +19,7 @@ The CI gate's baselines are eval runs committed as they are (run from the reposi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -124,6 +125,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="dense, bm25 and/or hybrid; several are scored side by side (default: settings)",
     )
     parser.add_argument("--k", type=_positive, default=5, help="passages given to the answerer (default 5)")
+    parser.add_argument(
+        "--own-history",
+        action="store_true",
+        help="ask each follow-up after the assistant's own answers to the earlier turns, not after the golden "
+        "file's assistant turns: follow-ups as a user meets them, a wrong first answer included",
+    )
     parser.add_argument("--out", type=Path, metavar="DIR", help="output folder (default evals/runs/<timestamp>/)")
     parser.add_argument(
         "--baseline",
@@ -163,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         trials: dict[str, list[Trial]] = {}
         for mode in modes:
             print(f"scoring {len(items)} questions with {mode} retrieval", file=sys.stderr)
-            trials[mode] = evaluate(assistant, items, mode, args.k)
+            trials[mode] = evaluate(assistant, items, mode, args.k, own_history=args.own_history)
     except KafkaRagError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -204,10 +211,15 @@ def _line_of(path: Path, item_id: str) -> int:
     return next((n for n, line in lines if line.strip() and json.loads(line)["id"] == item_id), 0)
 
 
-def evaluate(assistant: Assistant, items: Sequence[GoldenItem], mode: str, k: int) -> list[Trial]:
-    """Search and answer every item under one retrieval mode."""
+def evaluate(
+    assistant: Assistant, items: Sequence[GoldenItem], mode: str, k: int, *, own_history: bool = False
+) -> list[Trial]:
+    """Search and answer every item under one retrieval mode; with `own_history`, each follow-up after the
+    assistant's own answers to its earlier turns (`answered_history`)."""
     trials = []
     for item in items:
+        if own_history and item.history:
+            item = dataclasses.replace(item, history=answered_history(assistant, item.history, mode, k))
         raw = None
         if item.history:
             raw = assistant.search(item.question, item.history, k=RANK_DEPTH, retrieval=mode, rewrite=False)
@@ -218,6 +230,21 @@ def evaluate(assistant: Assistant, items: Sequence[GoldenItem], mode: str, k: in
         latency = (time.perf_counter() - start) * 1000
         trials.append(Trial(item, mode, search, raw, answer, latency))
     return trials
+
+
+def answered_history(
+    assistant: Assistant, history: Sequence[Mapping[str, str]], mode: str, k: int
+) -> tuple[dict[str, str], ...]:
+    """`history` with each assistant turn that follows a user turn replaced by the assistant's own answer to
+    that turn, asked after the turns before it (themselves answered so). The golden file's assistant turns are
+    ideal answers, which carry the right subject into a follow-up whether or not the assistant found it."""
+    turns: list[dict[str, str]] = []
+    for turn in history:
+        if turn.get("role") == "assistant" and turns and turns[-1].get("role") == "user":
+            answer = assistant.ask(turns[-1]["content"], tuple(turns[:-1]), retrieval=mode, top_k=k)
+            turn = {**turn, "content": answer.text}
+        turns.append(dict(turn))
+    return tuple(turns)
 
 
 def score(trial: Trial, k: int) -> QuestionScore:
@@ -323,6 +350,7 @@ def _config(args: argparse.Namespace, settings: Settings, modes: Sequence[str], 
         "index_dir": str(settings.index_dir),
         "retrieval": list(modes),
         "k": args.k,
+        "own_history": args.own_history,
         "split": SPLIT_RULE,
         "settings": {name: getattr(settings, name) for name in SETTINGS_RECORDED},
     }

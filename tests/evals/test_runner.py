@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from evals.golden import PARTS, load_golden, part_of
-from evals.runner import SETTINGS_RECORDED, gate, main
+from evals.runner import SETTINGS_RECORDED, answered_history, gate, main
 from rag import Settings
 from tests.conftest import BASELINE_KAFKA_DOCS, GOLDEN_KAFKA_DOCS, KAFKA_DOCS
 
@@ -488,3 +488,30 @@ def test_peer_baseline_prints_peer_and_project_rows(seeds_index, subset, capsys)
     for rows in tables:
         assert list(rows) == ["peer", "dense", "bm25", "hybrid"] and rows["peer"]["over_abstention"] == "0.000"
     assert tables[1]["peer"]["abstention_recall"] == "0.000"  # the peer never abstains
+
+
+@pytest.mark.slow
+def test_own_history_asks_follow_ups_after_the_assistants_own_answers(assistant, subset, tmp_path):
+    """The golden assistant turn is replaced by what the assistant answers to the turn before it."""
+    history = (
+        {"role": "user", "content": "what does kafka error code 121 mean?"},
+        {"role": "assistant", "content": "An ideal answer the assistant may never give."},
+        {"role": "user", "content": "and is it retriable?"},
+        {"role": "assistant", "content": "Another ideal answer."},
+    )
+    answered = answered_history(assistant, history, "hybrid", 5)
+    first = assistant.ask(history[0]["content"], (), retrieval="hybrid", top_k=5).text
+    second = assistant.ask(history[2]["content"], (history[0], answered[1]), retrieval="hybrid", top_k=5).text
+    assert [t["role"] for t in answered] == ["user", "assistant", "user", "assistant"]
+    assert answered[0] == history[0] and answered[2] == history[2]
+    assert answered[1]["content"] == first != history[1]["content"]
+    assert answered[3]["content"] == second
+    assert answered_history(assistant, ({"role": "assistant", "content": "Hi."},), "hybrid", 5)[0]["content"] == "Hi."
+
+    out = tmp_path / "own"
+    code = main(
+        ["--golden", str(subset), "--corpus", str(SEEDS), "--index", str(assistant.settings.index_dir)]
+        + ["--own-history", "--out", str(out)]
+    )
+    assert code == 0
+    assert json.loads((out / "metrics.json").read_text(encoding="utf-8"))["config"]["own_history"] is True
