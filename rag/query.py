@@ -29,7 +29,6 @@ INHERITED_WORDS = 3  # words a follow-up of a follow-up takes from what the one 
 LEANED_ON_TURNS = 4  # ... read from the turns (two exchanges) before that one
 MAX_PHRASES = 4000  # word runs looked up as error or CamelCase names, per question: a 200 KB paste stays cheap
 MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
-ANSWER_SUBJECT_IDENTIFIERS = 3  # a follow-up takes at most this many names from the previous answer's lead
 FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
 
 _TIMESTAMP = re.compile(
@@ -698,12 +697,9 @@ def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str
         for identifier in extract_identifiers(turn):
             if identifier not in subject_identifiers:
                 subject_identifiers.append(identifier)
-    if not subject_identifiers:
-        # The user's own names are the subject. The answer's lead gives it only when they named none ("how far
-        # behind is my group?" answered with `kafka-consumer-groups.sh`): a wrong first answer would otherwise
-        # carry its names into every follow-up (held out, with the assistant's own answers as the history:
-        # follow-up hit@1 0.310 -> 0.357 and key-fact recall 0.444 -> 0.484 on 42 tuning follow-ups).
-        subject_identifiers = list(extract_identifiers(_lead_source_text(last_answer))[:ANSWER_SUBJECT_IDENTIFIERS])
+    for identifier in extract_identifiers(_lead_source_text(last_answer))[:3]:
+        if identifier not in subject_identifiers:
+            subject_identifiers.append(identifier)
     previous = reduce_to_signal(_standalone_last_turn(history), MAX_SIGNAL_CHARS).text
     subject = " ".join(dict.fromkeys([*subject_identifiers[:6], *_content_words(previous)[:12]]))
     return f"{question} ({subject})" if subject else question
