@@ -122,7 +122,7 @@ HEADINGS_CHARS = 60  # the troubleshooting layout's part headings: the two longe
 NEAR_DUPLICATE = 0.9  # cosine above which two units say the same thing
 MAX_LEANING_BACK = 2  # sentences a leaning sentence brings before it, one leaning on the next
 MAX_DEFAULT_HOPS = 2  # settings followed for where a setting with no default of its own takes it from
-NAMED_LEAD_PASSAGES = 3  # the entry of a setting or error the question names may lead from this deep
+NAMED_LEAD_PASSAGES = 5  # the entry of a setting or error the question names may lead from this deep
 NAMESAKE_PASSAGES = 5  # the lead's namesake on the page the question names may take its place from this deep
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 # Imperative openings and advice phrasings in plain English: the "what to do" part of an answer.

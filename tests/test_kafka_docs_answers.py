@@ -201,9 +201,12 @@ RELATED_MENTION = re.compile(r"`([^`]+)`(?: \((default (.+?)|no default)\))? \[(
 @pytest.mark.parametrize(
     ("question", "setting"),
     [
-        ("how long does the group coordinator keep committed offsets of an empty group?", "offsets.retention.minutes"),
-        ("MirrorMaker 2 checkpoints: how often are consumer group offsets synced to the target cluster?",
-         "sync.group.offsets.interval.seconds"),
+        # Answers that quote what they need and close by naming a setting they do not quote. (The forty-second
+        # session's adapter answers the earlier examples, "how long does the group coordinator keep committed
+        # offsets of an empty group?", with the setting's own entry, which leaves nothing for this line.)
+        ("how do I make sure a message is written to all replicas before the producer gets an ack?",
+         "min.insync.replicas"),
+        ("how often does MirrorMaker 2 copy consumer group offsets to the other cluster?", "emit.checkpoints.enabled"),
     ],
 )  # fmt: skip
 def test_an_answer_closes_with_the_settings_it_does_not_name_cited_to_their_entries(docs, question, setting):
