@@ -3,6 +3,7 @@
 The public API, the only names adapters (CLI, web UI, Slack, evals) import:
 """
 
+from rag.abstention import unfitted_abstention
 from rag.adapter import ADAPTER_FILE, chunk_model_texts
 from rag.adapter_training import BATCH as ADAPTER_BATCH
 from rag.adapter_training import LEARNING_RATE as ADAPTER_LEARNING_RATE
@@ -71,4 +72,5 @@ __all__ = [
     "model_paths",
     "run_ingest",
     "train_adapter",
+    "unfitted_abstention",
 ]
