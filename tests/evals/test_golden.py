@@ -17,11 +17,12 @@ SEEDS = ROOT / "seeds"
 TAGS = {
     # topics
     "share-groups", "error-codes", "kip", "produce-errors", "eos", "streams", "transactions", "faq",
-    "consumer", "offsets", "error-knowledge",
+    "consumer", "offsets", "error-knowledge", "brokers", "design", "kraft", "metrics", "ops", "producer",
+    "rebalance", "retries", "security", "topics", "upgrade", "validation", "zookeeper",
     # question kinds
     "error-code", "exception", "stack-trace", "log-line", "config", "default", "symptom", "how-to",
     "comparison", "follow-up", "unanswerable", "off-topic", "other-product", "not-covered",
-    "pasted-error", "client-api", "cloud-service",
+    "pasted-error", "client-api", "cloud-service", "user-style", "which-setting", "non-english",
 }  # fmt: skip
 
 
