@@ -16,8 +16,9 @@ import evals.held_out_tuning as held_out_tuning
 import evals.tune_answers as tune_answers
 import evals.tune_chunking as tune_chunking
 import evals.tune_fusion as tune_fusion
+import rag.service as service
 from evals.golden import load_golden, part_of, select_part
-from rag import Assistant, LinearModel
+from rag import Assistant, ConfigurationError, LinearModel
 from rag.abstention import ABSTENTION_FEATURES, load_abstention
 from rag.ranking import RANK_FEATURES, load_ranker
 
@@ -106,7 +107,11 @@ def test_the_threshold_budget_keeps_every_golden_files_over_abstention_within_th
     assert fit_abstention.choose_budget(tie) == 0.01  # a tie goes to the smaller
 
 
-def test_abstention_fit_reads_only_tuning_questions(seeds_index, golden, inspected):
+def test_abstention_fit_reads_only_tuning_questions(seeds_index, golden, inspected, monkeypatch):
+    def shipped_model_does_not_fit():  # as after a change to the features: the fit must not need it
+        raise ConfigurationError("fitted on other features")
+
+    monkeypatch.setattr(service, "load_abstention", shipped_model_does_not_fit)
     x, y, ids, names, sets = fit_abstention.collect([(GOLDEN, SEEDS, seeds_index)])
     _only_tune(inspected, golden)
     tune = select_part(golden, "tune")
