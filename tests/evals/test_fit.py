@@ -91,6 +91,20 @@ def test_the_held_out_over_abstention_of_the_worst_golden_file_is_reported_apart
     assert held_out.worst_over > 2 * easy_file_over and held_out.worst_over > held_out.over
 
 
+def test_abstention_regularisation_is_judged_by_held_out_log_loss():
+    """One decisive feature and four weak copies of it: strong regularisation spreads the weight over the
+    copies and leaves the decisive rows' probabilities near the middle, which held-out log-loss sees, while
+    the count of unanswerable questions declined at a threshold may not."""
+    rng = np.random.default_rng(2)
+    labels = np.array([1] * 120 + [0] * 30)
+    decisive = np.where(labels == 1, 0.0, 1.0) * (rng.random(150) < 0.8)
+    weak = decisive[:, None] * 0.3 + rng.normal(0, 0.5, (150, 4))
+    features = np.column_stack([decisive, weak, rng.normal(0, 1, 150)])
+    losses = {c: fit_abstention.cross_validated_log_loss(features, labels, c) for c in (0.003, 0.3)}
+    assert losses[0.3] < losses[0.003]
+    assert 0.0 < losses[0.3] < np.log(2)  # better than a coin, and a real loss
+
+
 def _held_out(recall: float, over: float, worst_over: float | None = None) -> fit_abstention.HeldOut:
     return fit_abstention.HeldOut(recall, over, over if worst_over is None else worst_over)
 
@@ -206,7 +220,9 @@ def test_abstention_fit_writes_a_model_the_service_loads(seeds_index, golden, in
     assert model.features == ABSTENTION_FEATURES
     assert np.isfinite(model.weights).all() and np.isfinite(model.threshold)
     assert model.training["questions"] == len(select_part(golden, "tune"))
-    assert "tuning parts only" in report.read_text(encoding="utf-8")
+    assert model.training["cv"]["log_loss"] > 0.0
+    text = report.read_text(encoding="utf-8")
+    assert "tuning parts only" in text and "log-loss" in text
 
 
 @pytest.fixture()
