@@ -37,10 +37,6 @@ ABSTENTION_FEATURES = (
     # error line's exception the docs may answer under its error's name
     "asked_unknown_phrases",  # share of the asking sentences' names of several words that the corpus never writes
     # together ("Which REST Proxy property …?"), though it may use each word
-    "asked_unknown_compounds",  # share of the asking sentences' names the corpus knows only in parts: a name
-    # joined from its words that it never writes whole is another library's API ("ListOffsetsAsync")
-    "asked_unknown_terms",  # IDF-weighted share of the asking sentences' terms the corpus never uses: sharper
-    # than `unknown_terms`, which a pasted log's hosts and classes dilute ("azure event hubs: how many …?")
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -74,8 +70,6 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         evidence.unknown_asked_name_share,
         evidence.unknown_asked_identifier_share,
         evidence.unknown_asked_phrase_share,
-        evidence.unknown_asked_compound_share,
-        evidence.unknown_asked_term_share,
     )
 
 

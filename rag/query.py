@@ -180,9 +180,6 @@ class Query:
     # The names of two or more words the asking sentences use ("Event Hubs", "Topic Operator", `asked_phrases`):
     # a product whose every word the corpus knows may still be one it never mentions.
     asked_phrases: tuple[tuple[str, ...], ...] = ()
-    # The terms of the asking sentences (`tokenize`): a word the corpus never uses there names what the user asks
-    # about ("azure event hubs: how many consumer groups …?"), where in a pasted log it may be a host or a class.
-    asked_terms: frozenset[str] = frozenset()
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
     # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
     label: tuple[str, ...] = ()
@@ -348,7 +345,6 @@ def parse_query(
         asked=asked_identifiers(text),
         asked_names=asked_names(text),
         asked_phrases=asked_phrases(text),
-        asked_terms=frozenset(tokenize(" ".join(_asking_sentences(text)))),
         valued=frozenset(valued),
         label=opening_label(text),
         defined=() if followup else defined_thing(text),

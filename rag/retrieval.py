@@ -123,8 +123,6 @@ class QueryEvidence:
     unknown_asked_name_share: float  # share of the asking sentences' names the corpus never mentions
     unknown_asked_identifier_share: float  # share of the identifiers the asking sentences name no chunk carries
     unknown_asked_phrase_share: float  # share of the asking sentences' names of several words the corpus never writes
-    unknown_asked_compound_share: float  # share of the asking sentences' names the corpus knows only in parts
-    unknown_asked_term_share: float  # IDF-weighted share of the asking sentences' terms the corpus never uses
 
 
 @dataclass(frozen=True)
@@ -614,10 +612,6 @@ class Retriever:
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
         unseen = sum(w for t, w in weights.items() if not frequency[t] and t not in query.own_terms)
         unknown = unseen / (sum(weights.values()) or 1.0)
-        asked = {t: self._document_frequency(t) for t in query.asked_terms - query.own_terms}
-        asked = {t: n for t, n in asked.items() if n or not _NUMBER.fullmatch(t)}
-        asked_weights = {t: math.log(1 + total / (1 + n)) for t, n in asked.items()}
-        asked_unseen = sum(w for t, w in asked_weights.items() if not asked[t])
         names = [name for name in query.names if self._unknown_name(name)]
         # A sentence's capitalised first word counts as a name only when the corpus never uses it.
         openers = [name for name in query.opening_names if self._unknown_name(name)]
@@ -644,8 +638,6 @@ class Retriever:
             unknown_asked_name_share=self._unknown_asked_name_share(query),
             unknown_asked_identifier_share=self._unknown_asked_identifier_share(query),
             unknown_asked_phrase_share=self._unknown_asked_phrase_share(query),
-            unknown_asked_compound_share=self._unknown_asked_compound_share(query),
-            unknown_asked_term_share=asked_unseen / (sum(asked_weights.values()) or 1.0),
         )
 
     def _unknown_asked_phrase_share(self, query: Query) -> float:
@@ -688,32 +680,6 @@ class Retriever:
         identifier of a pasted error line may still be answered by the passage about its error."""
         asked = [i for i in query.asked if i not in query.own_terms]
         return sum(not self._identifier_lookup.carried(i) for i in asked) / len(asked) if asked else 0.0
-
-    def _unknown_asked_compound_share(self, query: Query) -> float:
-        """Of the names the asking sentences use (`Query.asked_names`, the user's own left out), the share that
-        join words the corpus uses into one it never writes whole: another library's API (`ListOffsetsAsync`,
-        `DefaultErrorHandler`, `idleBetweenPolls`), which `_unknown_name` counts known by its parts so that a
-        name the corpus spells in words (`ShareConsumer`) stays known. A sentence's capitalised first word and the
-        user's own names count as in `_unknown_asked_name_share`."""
-        compounds = counted = 0
-        for name in query.asked_names:
-            if set(tokenize(name)) <= query.own_terms:
-                continue
-            compound = self._known_in_parts_only(name)
-            if compound or name not in query.opening_names:  # a sentence's first word as `_unknown_asked_name_share`
-                counted += 1
-                compounds += compound
-        return compounds / counted if counted else 0.0
-
-    def _known_in_parts_only(self, name: str) -> bool:
-        tokens = tokenize(name)
-        return (
-            "-" not in name
-            and len(_NAME_PARTS.findall(name)) > 1
-            and bool(tokens)
-            and not self._document_frequency(tokens[0])
-            and not self._unknown_name(name)
-        )
 
     def _unknown_asked_name_share(self, query: Query) -> float:
         """Of the names the asking sentences use (`Query.asked_names`), the share the corpus never mentions. A

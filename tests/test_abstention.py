@@ -163,22 +163,10 @@ def test_a_name_of_several_words_the_corpus_never_writes_counts():
     assert _features(_ranked(about_consumers, [1.0], question=question))["asked_unknown_phrases"] == 0.0
 
 
-def test_another_librarys_api_and_unknown_asked_words_count_even_when_the_question_is_covered():
-    """ "with IAdminClient, is ListOffsetsAsync the right way to compute lag?" names a .NET API joined from words the
-    docs use; "azure event hubs: how many consumer groups …?" asks in lower case about a service they never name."""
-    about_lag = [make_candidate("a", identifiers=("records-lag-max",))]
-    question = "is ListOffsetsAsync the right way to compute consumer lag?"
-    features = _features(_ranked(about_lag, [1.0], question=question, unknown_asked_compound_share=1.0,
-                                 unknown_asked_term_share=0.4))  # fmt: skip
-    assert (features["asked_unknown_compounds"], features["asked_unknown_terms"]) == (1.0, 0.4)
-    plain = _features(_ranked(about_lag, [1.0], question=question))
-    assert (plain["asked_unknown_compounds"], plain["asked_unknown_terms"]) == (0.0, 0.0)
-
-
 def test_the_fit_inspects_with_a_model_that_weighs_no_feature():
     model = unfitted_abstention()
     assert model.features == ABSTENTION_FEATURES
-    ranked = _ranked([make_candidate("a")], [3.0], unknown_asked_term_share=1.0)
+    ranked = _ranked([make_candidate("a")], [3.0], unknown_asked_name_share=1.0)
     assert answerable_score(ranked, model) == 0.0
 
 

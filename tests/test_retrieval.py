@@ -495,37 +495,6 @@ def test_the_share_of_the_asking_sentences_names_of_several_words_the_corpus_nev
     assert share("Does the Zorblatt Coordinator retry?") == 0.0  # a word the corpus lacks: an unknown name's share
 
 
-def test_the_share_of_the_asking_sentences_names_the_corpus_knows_only_in_parts(retriever, stage):
-    """A name joined from words the corpus uses that it never writes whole is another library's API, whichever of
-    its words the corpus uses; one it writes whole (`StreamThread`) is not, nor one none of whose words it uses (an
-    unknown name), nor the user's own, nor a known first word of a sentence."""
-
-    def share(question: str) -> float:
-        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence.unknown_asked_compound_share
-
-    assert share("Does TransactionTimeoutHandler retry the commit?") == 1.0
-    assert share("Does the StreamThread retry the commit?") == 0.0
-    assert share("Does TransactionTimeoutHandler or the StreamThread retry the commit?") == pytest.approx(0.5)
-    assert share("Does ZorblattHandler retry the commit?") == 1.0
-    assert share("Does ZorblattFrobnik retry the commit?") == 0.0
-    assert share("Commit: does TransactionTimeoutHandler retry it?") == 1.0
-    assert share("Our TransactionTimeoutHandler logs it. Why does the commit fail?") == 0.0
-    assert share("why does the commit fail?") == 0.0
-
-
-def test_the_share_of_the_asking_sentences_terms_the_corpus_never_uses(retriever, stage):
-    """IDF-weighted over the words of the sentences that ask: a word the corpus lacks there is what the user asks
-    about; in a pasted line it is not counted, nor in the user's own names."""
-
-    def share(question: str) -> float:
-        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence.unknown_asked_term_share
-
-    assert share("zorblatt frobnicator: how many consumer groups can I have?") > 0.3
-    assert share("how many consumer groups can I have?") == 0.0
-    pasted = "```\nERROR zorblatt-frobnicator-7 failed to commit\n```\nwhy does the commit fail?"
-    assert share(pasted) == 0.0
-
-
 def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
     evidence = retriever.retrieve(parse_query("How does a ShareConsumer acknowledge?"), 5, "hybrid", stage).evidence
     assert "ShareConsumer" not in evidence.unknown_names
