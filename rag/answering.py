@@ -227,11 +227,18 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # A sentence that continues a setting's entry is shown under the entry (`_with_their_entries`), which
     # names the setting and gives its default: choosing the sentence takes in the entry and pays for it.
     chars = lead.size + (HEADINGS_CHARS if layout else 0)
-    # So does a lead that leans on the sentence before it ("Failure to do so could …"): that sentence comes first.
-    before_lead = _missing_entry(lead, [], by_place) or _leaned_on(lead, by_place)
-    chosen = [lead] if before_lead is None or chars + before_lead.size > shape.max_chars else [before_lead, lead]
+    # So does a lead that leans on the sentence before it ("Failure to do so could …"): that sentence comes first,
+    # and what that one leans on in turn ("It is not uncommon …" after "Kafka brokers need both these usages …"
+    # after the list of usages), paid for now: later, the answer's other units have taken the room.
+    chosen = [lead]
+    before = _missing_entry(lead, [], by_place) or _leaned_on(lead, by_place)
+    while before is not None and not _among(before, chosen) and len(chosen) <= MAX_LEANING_BACK:
+        if chars + before.size > shape.max_chars:
+            break
+        chosen.insert(0, before)
+        chars += before.size
+        before = _leaned_on(before, by_place)
     seen_terms = {term for u in chosen for term in u.terms}
-    chars += sum(u.size for u in chosen[:-1])
     # Beside the entry the question names, the other entries of its table are about other settings or
     # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it.
     pool = [u for u in scored if u is not lead]
@@ -545,11 +552,13 @@ def _leans_back(unit: _Scored) -> bool:
 
 
 def _refers_to(unit: _Scored, before: _Scored) -> bool:
-    """`unit` names something with a demonstrative ("this configuration", "these brokers") that `before` names."""
+    """`unit` names something with a demonstrative ("this configuration", "these brokers") that `before` names;
+    a list by its lead-in ("Relevant usages for Kafka are:" before "Kafka brokers need both these usages …")."""
     if unit.unit.kind != "sentence":
         return False
     named = {match.group(1).lower() for match in _DEMONSTRATIVE.finditer(unit.unit.text)}
-    words = set(_WORD.findall(before.unit.text.lower())) if named else set()
+    said = before.unit.parts[0] if before.unit.kind == "list" else before.unit.text
+    words = set(_WORD.findall(said.lower())) if named else set()
     return any(noun in words or noun.removesuffix("s") in words or f"{noun}s" in words for noun in named)
 
 
@@ -570,10 +579,14 @@ def _leaned_on(
     by_place: dict[tuple[int, int], _Scored],
     leans: Callable[[_Scored, _Scored], bool] = _leans_on,
 ) -> _Scored | None:
-    """The sentence right before `unit` in its passage, when `unit` leans on it (by `leans`)."""
+    """The sentence right before `unit` in its passage, when `unit` leans on it (by `leans`); or the list right
+    before it, when `unit` names what the list's lead-in names ("these usages"): read alone, it says "both"
+    of nothing."""
     before = by_place.get((unit.candidate_index, unit.unit.position - 1))
-    if before is None or before.unit.kind != "sentence":
+    if before is None or before.unit.kind not in ("sentence", "list"):
         return None
+    if before.unit.kind == "list":
+        return before if _refers_to(unit, before) else None
     return before if leans(unit, before) else None
 
 

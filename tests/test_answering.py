@@ -984,6 +984,27 @@ def test_a_lead_that_leans_back_pays_for_the_sentence_it_leans_on_before_other_u
     assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["Remove", "Failure"], draft.text
 
 
+def test_a_lead_pays_for_what_the_sentence_it_leans_on_leans_on_in_turn_a_list_named_by_its_lead_in():
+    # A pasted SSLHandshakeException about a corporate CA's certificate led with a sentence about corporate CAs
+    # that leans on "Kafka brokers need both these usages …", which was shown, but not the list of usages before
+    # it: by then a lower passage had taken the room, and the answer never said which usages.
+    axes = _Axes()
+    text = (
+        "Relevant usages for Kafka are:\n"
+        "- Client authentication\n"
+        "- Server authentication\n"
+        "Kafka brokers need both these usages to be allowed. "
+        "Such brokers fail the handshake when a corporate CA signs with a profile that holds only serverAuth."
+    )
+    passage = candidate(axes, "usages", text, [0.1, 0.2, 0.9])
+    other = candidate(axes, "other", "Certificates signed by an intermediate CA need the whole chain of trust.", [0.85])
+    question = "corporate CA certificate fails the SSL handshake"
+    draft = extract_answer(ranked([passage, other], question), shape(max_units_fact=3, max_chars=340))
+    _check(draft)
+    assert [unit.split(" ")[0] for unit in _units(draft.text)] == ["Relevant", "Kafka", "Such"], draft.text
+    assert "- Client authentication" in draft.text
+
+
 def test_a_lead_that_leans_back_is_shown_after_the_sentences_it_leans_on_when_they_are_chosen_too():
     # "How do I rename a topic?" scored "Instead, …" best, and the two sentences it leans on further down.
     axes = _Axes()
