@@ -228,7 +228,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # names the setting and gives its default: choosing the sentence takes in the entry and pays for it.
     chars = lead.size + (HEADINGS_CHARS if layout else 0)
     # So does a lead that leans on the sentence before it ("Failure to do so could …"): that sentence comes first,
-    # and what that one leans on in turn ("It is not uncommon …" after "Kafka brokers need both these usages …"
+    # and what that one leans on in turn ("Such brokers fail …" after "Kafka brokers need both these usages …"
     # after the list of usages), paid for now: later, the answer's other units have taken the room.
     chosen = [lead]
     before = _missing_entry(lead, [], by_place) or _leaned_on(lead, by_place)
