@@ -108,9 +108,10 @@ def cross_validated_procedure(
     return HeldOut(float(np.mean(recall)), float(np.mean(over)), float(np.max(np.mean(per_set, axis=0))))
 
 
-def cross_validated_scores(x: np.ndarray, y: np.ndarray, regularisation: float) -> np.ndarray:
+def cross_validated_scores(x: np.ndarray, y: np.ndarray, regularisation: float, repeat: int = 0) -> np.ndarray:
+    """Each question's log-odds from a model fitted without its fold; `repeat` picks the shuffle of the folds."""
     scores = np.zeros(len(y))
-    for train, test in StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=7).split(x, y):
+    for train, test in StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=7 + repeat).split(x, y):
         model = _fit(x[train], y[train], regularisation)
         scores[test] = model.scores(x[test])
     return scores
@@ -125,10 +126,7 @@ def cross_validated_log_loss(x: np.ndarray, y: np.ndarray, regularisation: float
     weights = np.where(y == 1, len(y) / (2 * max(int(y.sum()), 1)), len(y) / (2 * max(int((y == 0).sum()), 1)))
     losses = []
     for repeat in range(REPEATS):
-        probabilities = np.zeros(len(y))
-        for train, test in StratifiedKFold(n_splits=FOLDS, shuffle=True, random_state=7 + repeat).split(x, y):
-            model = _fit(x[train], y[train], regularisation)
-            probabilities[test] = 1.0 / (1.0 + np.exp(-model.scores(x[test])))
+        probabilities = 1.0 / (1.0 + np.exp(-cross_validated_scores(x, y, regularisation, repeat)))
         losses.append(log_loss(y, probabilities, sample_weight=weights, labels=[0, 1]))
     return float(np.mean(losses))
 
