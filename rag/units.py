@@ -676,8 +676,9 @@ def says_what_it_is(text: str, thing: Sequence[str]) -> bool:
 
 def is_lead_in_sentence(unit: EvidenceUnit) -> bool:
     """A sentence unit that introduces something ("All workers require a few configs:") but holds none of it:
-    what it introduces did not follow it in the chunk (it starts the next chunk, or was a diagram)."""
-    return unit.kind == "sentence" and unit.text.rstrip().endswith(":")
+    what it introduces did not follow it in the chunk (it starts the next chunk, or was a diagram). A question
+    the text asks ("How does a broker react when it detects a quota violation?") introduces its answer."""
+    return unit.kind == "sentence" and unit.text.rstrip().endswith((":", "?"))
 
 
 # A sentence that announces what comes after it, or points at a link: "Below are the supported system

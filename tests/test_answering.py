@@ -1412,3 +1412,25 @@ def test_extract_answer_is_deterministic():
 @pytest.mark.parametrize("question", [FACT, TROUBLESHOOT])
 def test_nothing_ranked_abstains(question):
     assert extract_answer(ranked([], question), shape()).abstained
+
+
+QUOTA = (
+    "How does a broker react when it detects a quota violation? "
+    "The broker computes the delay needed to bring the client under its quota. "
+    "Quotas are defined per broker."
+)
+
+
+def test_a_question_the_text_asks_is_shown_with_its_answer():
+    """A question the docs ask states nothing: quoted alone, it answers the user's question with a question."""
+    draft = _answer_from(QUOTA, [0.95, 0.5, 0.1], "how does the broker enforce a quota?", max_units_fact=1)
+    assert _units(draft.text) == [
+        "How does a broker react when it detects a quota violation? [1]",
+        "The broker computes the delay needed to bring the client under its quota. [1]",
+    ], draft.text
+
+
+def test_a_question_ending_its_passage_is_not_quoted():
+    text = "Quotas are defined per broker. What happens when a client exceeds its quota?"
+    draft = _answer_from(text, [0.3, 0.9], "how are quotas enforced?")
+    assert draft.text == "Quotas are defined per broker. [1]", draft.text
