@@ -28,7 +28,7 @@ from rag.lexical import tokenize
 from rag.passages import NOT_COVERED, Citation, Passage
 from rag.query import Query
 from rag.ranking import Ranked
-from rag.retrieval import Candidate
+from rag.retrieval import Candidate, CandidatePool
 from rag.settings import Settings
 from rag.units import (
     EvidenceUnit,
@@ -170,11 +170,12 @@ def abstain(ranked: Ranked, related: int = 3) -> Draft:
     return Draft(text=NOT_COVERED + note, citations=(), abstained=True, related=passages)
 
 
-def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = ()) -> Draft:
+def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidatePool] = ()) -> Draft:
     """The units that answer the question, led by the best one of the best-ranked passage, cited with [n].
     `asks` are the question's asks searched alone (`Query.asks`): each one's best unit follows the lead."""
     query = ranked.pool.query
-    scored = [u for index, c in enumerate(ranked.candidates) for u in _score_units(query, ranked, index, c, shape)]
+    weights = ranked.pool.evidence.term_weights
+    scored = [u for index, c in enumerate(ranked.candidates) for u in _score_units(query, weights, index, c, shape)]
     lead_pool = [u for u in scored if u.candidate_index == 0] or scored
     if not lead_pool:
         return abstain(ranked)
@@ -345,20 +346,31 @@ def _default_sources(lead: _Scored, scored: list[_Scored], candidates: tuple[Can
     return sources
 
 
-def _answers_to_asks(asks: Sequence[Ranked], ranked: Ranked, shape: AnswerShape) -> list[tuple[int, int]]:
-    """The place of the best unit for each of the question's asks: in the passage that ask ranks first on its
-    own, when the whole question ranks that passage too. Alone, a short ask ("which setting is this") also
-    finds passages about something else; the whole question's passages keep it on the subject."""
-    rows = {c.passage.chunk_id: index for index, c in enumerate(ranked.candidates)}
+def _answers_to_asks(asks: Sequence[CandidatePool], ranked: Ranked, shape: AnswerShape) -> list[tuple[int, int]]:
+    """The place of the best unit for each of the question's asks: of all the whole question's passages that
+    the ask searched alone retrieves too, scored by that ask's own cosines and the question's ranks. Alone, a
+    short ask ("which setting is this") also finds passages about something else; the whole question's
+    passages keep it on the subject. An ask the lead's passage answers best adds no unit of a lower passage
+    that only ranks first for the ask's words ("how does quota enforcement work" and a sentence on where
+    quotas are hard to implement)."""
     places = []
     for ask in asks:
-        first = ask.candidates[0] if ask.candidates else None
-        if first is None or first.passage.chunk_id not in rows:
-            continue
-        units = _score_units(ask.pool.query, ask, 0, first, shape)
+        cosines = {c.passage.chunk_id: c.unit_scores for c in ask.candidates}
+        units = [
+            unit
+            for index, c in enumerate(ranked.candidates)
+            if c.passage.chunk_id in cosines
+            for unit in _score_units(
+                ask.query,
+                ask.evidence.term_weights,
+                index,
+                dataclasses.replace(c, unit_scores=cosines[c.passage.chunk_id]),
+                shape,
+            )
+        ]
         best = max(units, key=lambda u: u.score, default=None)
         if best is not None and best.score >= shape.ask_min:
-            places.append((rows[first.passage.chunk_id], best.unit.position))
+            places.append(_place(best))
     return places
 
 
@@ -800,13 +812,15 @@ def _runs_in(words: Sequence[str], text: Sequence[str]) -> bool:
     return any(list(text[start : start + size]) == list(words) for start in range(len(text) - size + 1))
 
 
-def _score_units(query: Query, ranked: Ranked, index: int, candidate: Candidate, shape: AnswerShape) -> list[_Scored]:
-    """A unit scores by its own similarity, the question's terms and identifiers it holds, and its passage's rank."""
+def _score_units(
+    query: Query, weights: dict[str, float], index: int, candidate: Candidate, shape: AnswerShape
+) -> list[_Scored]:
+    """A unit scores by its own similarity, the question's terms (`weights`: their IDF) and identifiers it
+    holds, and its passage's rank `index`; for one of the question's asks, by that ask's."""
     heading = candidate.passage.section_path[-1] if candidate.passage.section_path else ""
     units = build_units(candidate.passage.text, heading, candidate.continues_code)
     if len(units) != len(candidate.unit_scores):  # vectors of another unit splitter: skip, never misquote
         return []
-    weights = ranked.pool.evidence.term_weights
     total = sum(weights.values()) or 1.0
     focus, context = query.focus_identifiers, query.context_identifiers
     pasted_error = any(i.place == "error" for i in query.identifiers)

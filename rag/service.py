@@ -42,7 +42,7 @@ from rag.index_store import (
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
 from rag.query import Query, parse_query
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
-from rag.retrieval import FirstStage, Retriever, elapsed_ms
+from rag.retrieval import CandidatePool, FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, MAX_QUESTION_CHARS, MAX_TOP_K, Settings
 from rag.synthetic import SyntheticQuery
 
@@ -353,19 +353,18 @@ class Assistant:
         timings["rank"] = elapsed_ms(started)
         return _Prepared(query, tuple(notes), ranked, timings, retriever, k * RETRIEVAL_DEPTH_PER_PASSAGE)
 
-    def _search_asks(self, prepared: _Prepared, timings: dict[str, float]) -> tuple[Ranked, ...]:
-        """The first passage of each of the question's asks searched alone (`Query.asks`)."""
+    def _search_asks(self, prepared: _Prepared, timings: dict[str, float]) -> tuple[CandidatePool, ...]:
+        """The passages each of the question's asks retrieves searched alone (`Query.asks`), with its cosines."""
         started = time.perf_counter()
         retriever, mode = prepared.retriever, prepared.ranked.pool.mode
-        asks = []
-        for ask in prepared.query.asks:
-            pool = retriever.retrieve(
+        asks = tuple(
+            retriever.retrieve(
                 parse_query(ask, (), self.settings.max_question_chars), prepared.depth, mode, self._first_stage
             )
-            first = rank(pool, 1, 1, self._ranker)
-            asks.append(dataclasses.replace(first, candidates=retriever.with_earlier_context(first.candidates)))
+            for ask in prepared.query.asks
+        )
         timings["asks"] = elapsed_ms(started)
-        return tuple(asks)
+        return asks
 
     def _stream_llm(self, prepared: _Prepared, history: History, notes: list[str]):
         passages = [c.passage for c in prepared.ranked.candidates]

@@ -414,7 +414,7 @@ TWO_ASKS = "what is the record lock duration, and how do consumers of a share gr
     [
         ("second", 0.8, True),  # the second ask's best unit, far below the lead for the whole question
         ("second", 0.99, False),  # it scores too little for that ask
-        ("elsewhere", 0.8, False),  # the ask alone ranks first a passage the whole question does not rank
+        ("elsewhere", 0.8, False),  # the ask alone retrieves no passage the whole question ranks
     ],
 )
 def test_each_ask_of_a_question_holds_its_best_unit(ask_passage, ask_min, held):
@@ -422,13 +422,33 @@ def test_each_ask_of_a_question_holds_its_best_unit(ask_passage, ask_min, held):
     top = candidate(axes, "top", FIX, [0.9, 0.2, 0.1])
     second = candidate(axes, "second", OTHER, [0.3, 0.2])
     alone = dataclasses.replace(candidate(_Axes(), ask_passage, OTHER, [0.1, 0.95]), unit_vectors=second.unit_vectors)
-    ask = ranked([alone], "how do consumers of a share group read records?")
+    ask = make_pool([alone], question="how do consumers of a share group read records?")
     draft = extract_answer(ranked([top, second], TWO_ASKS), shape(relative_cutoff=0.1, ask_min=ask_min), [ask])
     _check(draft)
     assert draft.text.startswith("The record lock expired"), draft.text
     assert ("cooperatively consume" in draft.text) is held, draft.text
     if held:
         assert {c.passage.chunk_id for c in draft.citations} == {"top", "second"}
+
+
+def test_an_ask_the_lead_passage_answers_best_holds_that_unit_not_the_first_one_the_ask_retrieves():
+    """ "How does quota enforcement work?" searched alone ranked first a passage whose best sentence was on where
+    quotas are hard to implement; the sentence that answers it sat in the lead's passage, below the lead."""
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.9, 0.2, 0.1])
+    second = candidate(axes, "second", OTHER, [0.3, 0.2])
+    ask = make_pool(
+        [
+            dataclasses.replace(second, unit_scores=np.array([0.1, 0.85])),  # the ask's own first passage
+            dataclasses.replace(top, unit_scores=np.array([0.2, 0.2, 0.95])),
+        ],
+        question="how do I check the cause?",
+    )
+    draft = extract_answer(ranked([top, second], TWO_ASKS), shape(relative_cutoff=0.1), [ask])
+    _check(draft)
+    assert draft.text.startswith("The record lock expired"), draft.text
+    assert "Check the broker logs" in draft.text, draft.text
+    assert "cooperatively consume" not in draft.text, draft.text
 
 
 def test_without_asks_the_same_answer_leaves_the_second_asks_unit_out():
