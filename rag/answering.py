@@ -17,6 +17,7 @@ same index and question.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -392,11 +393,17 @@ def _admitted(
     if _among(unit, chosen):
         return [], 0  # a setting's entry already shown for its continuation
     if not named and any(
-        float(unit.vector @ other.vector) > NEAR_DUPLICATE and not _rows_apart(unit, other) for other in chosen
+        float(unit.vector @ other.vector) > NEAR_DUPLICATE
+        and not _rows_apart(unit, other)
+        and not _names_apart(unit, other)
+        for other in chosen
     ):
         return [], 0
+    # Its words may all be in the answer when only its names are new: "The `groups.blacklist` was removed …
+    # Please use `groups.exclude` instead." after the same sentence about `topics.blacklist`.
     new_terms = unit.terms - seen_terms
-    if not named and (not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty):
+    apart = all(_names_apart(unit, other) for other in chosen)
+    if not (named or apart) and (not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty):
         return [], 0  # adds no fact the answer does not already state
     # Shown first, and paid for now: the entry `unit` continues, or the sentence whose thing it names with a
     # demonstrative ("… within the max time set by this configuration" needs the one naming
@@ -410,6 +417,20 @@ def _admitted(
     if cost > room or (before and len(chosen) + 2 > limit):
         return [], 0
     return ([dataclasses.replace(before, bucket=unit.bucket)] if before else []) + [unit], cost
+
+
+def _names_apart(unit: _Scored, other: _Scored) -> bool:
+    """Each of two units names an identifier the other does not: the items of a list of changes ("The
+    `topics.blacklist` was removed …", the same for `groups.blacklist`), or the entries of two sibling settings,
+    read alike but for their names and state different facts. One that only adds a name (another page's entry
+    of the same setting, with its default's path) does not stand apart from the other."""
+    mine, theirs = _identifiers_of(unit.unit.matched_text), _identifiers_of(other.unit.matched_text)
+    return bool(mine - theirs) and bool(theirs - mine)
+
+
+@functools.lru_cache(maxsize=4096)
+def _identifiers_of(text: str) -> frozenset[str]:
+    return frozenset(extract_identifiers(text))
 
 
 def _within(

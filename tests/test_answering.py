@@ -1454,3 +1454,23 @@ def test_a_question_ending_its_passage_is_not_quoted():
     text = "Quotas are defined per broker. What happens when a client exceeds its quota?"
     draft = _answer_from(text, [0.3, 0.9], "how are quotas enforced?")
     assert draft.text == "Quotas are defined per broker. [1]", draft.text
+
+
+REMOVED = (
+    "The `topics.blacklist` configuration was removed. Please use `topics.exclude` instead. "
+    "The `groups.blacklist` configuration was removed. Please use `groups.exclude` instead. "
+    "The `topics.blacklist` configuration was removed from MirrorMaker. Please use `topics.exclude` instead."
+)
+
+
+def test_units_that_read_alike_but_name_different_settings_are_both_shown():
+    """Items of a list of changes share every word but their names: neither near-duplicates nor news-free.
+    A third that names nothing new is left out as a repeat."""
+    same = np.ones((6, DIMENSION)) / np.sqrt(DIMENSION)  # every unit's vector alike
+    top = candidate(_Axes(), "top", REMOVED, [0.9, 0.5, 0.85, 0.5, 0.8, 0.5], vectors=same)
+    draft = extract_answer(
+        ranked([top], "which of our mirror maker settings stop working?"), shape(max_units_fact=6, min_novelty=0.5)
+    )
+    _check(draft)
+    assert "`groups.blacklist`" in draft.text, draft.text
+    assert "from MirrorMaker" not in draft.text, draft.text
