@@ -44,7 +44,12 @@ _HEX = re.compile(r"\b(?:0x)?[0-9a-f]{12,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{
 _FRAME = re.compile(r"^\s*(?:at\s+[\w$.<>/]+\(.*\)|\.\.\.\s*\d+\s+more|~?\[[^\]]*\.jar[^\]]*\])\s*$")
 # An exception class (not the bare word "Error" of a log message) and its message.
 _EXCEPTION_LINE = re.compile(r"(?:Caused by:\s*)?(?:[\w$]+\.)*[\w$]*[A-Za-z](?:Exception|Error)\b(?::\s*.*)?")
-_LOG_SHAPE = re.compile(r"^\s*at\s+[\w$.]+\(|Caused by:|\b(?:ERROR|WARN|INFO)\b|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}", re.M)
+# A log level where a log line writes it: first on the line, after its timestamp, thread or bracket, or before a
+# bracket, colon or dash. Not a level named in the user's sentence ("set the log level to WARN only for …").
+_LEVEL_IN_LOG = r"""(?:^\s*[\["'`]?|[\])|]\s*|\d\s+)(?:ERROR|WARN|INFO)\b|\b(?:ERROR|WARN|INFO)\b(?=\s*[\[:]|\s+-\s)"""
+_LOG_SHAPE = re.compile(
+    rf"^\s*at\s+[\w$.]+\(|Caused by:|{_LEVEL_IN_LOG}|\d{{4}}-\d{{2}}-\d{{2}}[T ]\d{{2}}:\d{{2}}", re.M
+)
 
 _SIGNAL_LINE = re.compile(r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b")
 

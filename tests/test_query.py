@@ -340,10 +340,22 @@ METADATA_WARN = (
         ("Connect workers log `WARN The configuration 'x' was supplied but isn't a known config`. Why?", "question"),
         ('2024-05-02 10:11:12,345 ERROR [main] Sender failed with "Broker transport failure" on the way', "error"),
         ('"ERROR Shutdown broker because all log dirs in /var/kafka have failed"', "error"),
+        ("WARN Connection to node 1 could not be established.", "error"),
+        ("kafka-1 | ERROR Error while fetching metadata", "error"),
+        # a log level named in the user's own sentence, not written where a log line writes it
+        ("how do I set the log level to WARN only for the consumer, not the admin client?", "question"),
+        ("every stream thread writes this at INFO every couple of minutes:", "question"),
     ],
 )
 def test_line_place(line, place):
     assert line_place(line) == place
+
+
+def test_a_sentence_naming_a_log_level_is_the_users_own_and_asks():
+    """It was read as a log line, so the question had no asking sentence: no label, no names asked about."""
+    query = parse_query("kafkajs: how do i plug our logger in via `logCreator` and set the log level to WARN only?")
+    assert query.label == ("kafkajs",)
+    assert "logCreator" in query.asked_names
 
 
 def test_a_sentence_quoting_a_log_line_asks_and_reports_a_fault():
