@@ -444,9 +444,16 @@ def asked_names(text: str) -> tuple[str, ...]:
     counts those only when the corpus never uses them, as it does for `Query.opening_names`). A name the user
     calls theirs anywhere in their own words is their stack, not what they ask about: "Which producer metrics
     in our Datadog feed …?", "… on these RHEL boxes?" (against "in a custom MSK configuration")."""
-    names, openers = _names("\n".join(_asking_sentences(text)))
+    asking = "\n".join(_asking_sentences(text))
+    names, openers = _names(asking)
+    names += [code for code in _CODE_NAME.findall(asking) if not extract_identifiers(code)]
     owned = frozenset().union(*map(_owned_names, _own_sentences(text)))
     return tuple(name for name in dict.fromkeys(names + openers) if name not in owned)
+
+
+# A name written as code in backticks: a field, option or member of some API (`max_ack_pending`,
+# `config.Consumer.Group.Rebalance.GroupStrategies`, `logCreator`).
+_CODE_NAME = re.compile(r"`([A-Za-z][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*)(?:\(\))?`")
 
 
 def asked_phrases(text: str) -> tuple[tuple[str, ...], ...]:

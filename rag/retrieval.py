@@ -54,6 +54,7 @@ HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatev
 _PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w.\-/@$`'\"&=])")  # a lower-case word standing alone
 _NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
 _JOINER = r"[ /_-]?"  # what stands between two words of one name: "Mirror Maker", "SASL/SCRAM", never a sentence end
+_CODE_SHAPED = re.compile(r"^[a-z]+[A-Z]|[A-Za-z0-9][._][A-Za-z]")
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _CAMEL_CASE = re.compile(r"[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`, `commitSync`
 
@@ -717,6 +718,14 @@ class Retriever:
         tokens = tokenize(word)
         if not tokens or self._document_frequency(tokens[0]):
             return False
+        if _CODE_SHAPED.search(word):
+            # A field or member of an API is the corpus's when it writes it whole, or the member a path ends in
+            # (`consumer.commitSync` is the corpus's `commitSync`); not by its words (`ack_wait`, `logCreator`);
+            # `enable_idempotence` is `enable.idempotence` spelt as a keyword argument.
+            spellings = (re.split(r"[.]", word)[-1], word.replace("_", "."))
+            return not any(
+                (tokens := tokenize(spelling)) and self._document_frequency(tokens[0]) for spelling in spellings
+            )
         if "-" in word:
             return any(not self._document_frequency(t) for t in tokens[1:] if len(t) > 2)
         if any(self._document_frequency(t) for t in tokens[1:]):

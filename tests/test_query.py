@@ -351,6 +351,13 @@ def test_line_place(line, place):
     assert line_place(line) == place
 
 
+def test_names_written_as_code_in_the_asking_sentence_are_asked_names():
+    query = parse_query("coming from NATS: what do `max_ack_pending` and `ackWait()` do, and is `retention.ms` alike?")
+    assert {"max_ack_pending", "ackWait"} <= set(query.asked_names)
+    assert "retention.ms" not in query.asked_names  # a key: among the identifiers asked about
+    assert "retention.ms" in query.asked
+
+
 def test_a_sentence_naming_a_log_level_is_the_users_own_and_asks():
     """It was read as a log line, so the question had no asking sentence: no label, no names asked about."""
     query = parse_query("kafkajs: how do i plug our logger in via `logCreator` and set the log level to WARN only?")

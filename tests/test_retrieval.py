@@ -495,6 +495,21 @@ def test_the_share_of_the_asking_sentences_names_of_several_words_the_corpus_nev
     assert share("Does the Zorblatt Coordinator retry?") == 0.0  # a word the corpus lacks: an unknown name's share
 
 
+def test_a_name_written_as_code_is_known_only_as_the_corpus_writes_it(retriever, stage):
+    """A field or member of some API in backticks is not the corpus's for using its words ("transaction", "wait",
+    "pending"): only written whole, as the member a path ends in, or as a key spelt with underscores."""
+
+    def share(question: str) -> float:
+        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence.unknown_asked_name_share
+
+    assert share("What does `transaction_wait_pending` do?") == 1.0
+    assert share("Does `transactionWaitPending` retry?") == 1.0
+    assert share("Does `producer.zorbTransaction()` retry?") == 1.0
+    assert share("Does `producer.commitTransaction()` retry?") == 0.0  # the corpus's `commitTransaction`
+    assert share("What does `transactional_id` default to?") == 0.0  # the corpus's `transactional.id`
+    assert share("What does `transactional.id` do?") == 0.0  # a key: an identifier, not a name
+
+
 def test_a_name_known_by_its_parts_is_not_unknown(retriever, stage):
     evidence = retriever.retrieve(parse_query("How does a ShareConsumer acknowledge?"), 5, "hybrid", stage).evidence
     assert "ShareConsumer" not in evidence.unknown_names
