@@ -421,9 +421,12 @@ def _admitted(
 
 def _names_apart(unit: _Scored, other: _Scored) -> bool:
     """Each of two units names an identifier the other does not: the items of a list of changes ("The
-    `topics.blacklist` was removed …", the same for `groups.blacklist`), or the entries of two sibling settings,
-    read alike but for their names and state different facts. One that only adds a name (another page's entry
-    of the same setting, with its default's path) does not stand apart from the other."""
+    `topics.blacklist` was removed …", the same for `groups.blacklist`) read alike but for their names, and state
+    different facts. One that only adds a name (another page's entry of the same setting, with its default's
+    path) does not stand apart from the other; nor do two settings' entries: the sibling settings an answer
+    does not quote close it, named with their defaults (`_with_related_settings`)."""
+    if unit.unit.kind == other.unit.kind == "setting":
+        return False
     mine, theirs = _identifiers_of(unit.unit.matched_text), _identifiers_of(other.unit.matched_text)
     return bool(mine - theirs) and bool(theirs - mine)
 
