@@ -842,7 +842,7 @@ def _score_units(
     """A unit scores by its own similarity, the question's terms (`weights`: their IDF) and identifiers it
     holds, and its passage's rank `index`; for one of the question's asks, by that ask's."""
     heading = candidate.passage.section_path[-1] if candidate.passage.section_path else ""
-    units = build_units(candidate.passage.text, heading, candidate.continues_code)
+    units = _units_of(candidate.passage.text, heading, candidate.continues_code)
     if len(units) != len(candidate.unit_scores):  # vectors of another unit splitter: skip, never misquote
         return []
     total = sum(weights.values()) or 1.0
@@ -889,6 +889,12 @@ def _score_units(
     return scored
 
 
+@functools.lru_cache(maxsize=256)
+def _units_of(text: str, heading: str, continues_code: bool) -> tuple[EvidenceUnit, ...]:
+    """`build_units`, once per passage: the question and each of its asks score the same passages' units."""
+    return tuple(build_units(text, heading, continues_code))
+
+
 def _rows_apart(unit: _Scored, other: _Scored) -> bool:
     """Two different rows under the same lead-in and header: their vectors are alike for what they share."""
     return (
@@ -898,7 +904,7 @@ def _rows_apart(unit: _Scored, other: _Scored) -> bool:
     )
 
 
-def _entry_position(units: list[EvidenceUnit], heading: str) -> int:
+def _entry_position(units: Sequence[EvidenceUnit], heading: str) -> int:
     """Where the passage's own setting entry stands (a reference page's section about one setting, headed by
     its key); -1 when the passage is no such section."""
     return next((u.position for u in units if u.kind == "setting" and heading and u.subject == heading), -1)
