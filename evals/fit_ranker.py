@@ -17,7 +17,8 @@ looked better end to end on the tuning parts did worse on the test parts (README
 shipped model's figure is itself in-sample for the questions it was fitted on, so the check is conservative.
 With `--half-indexes`, each human question's candidates come from an index built with the embedding adapter
 that `evals/fit_embedding.py --check` fitted without that question, so its dense features are what a new
-question gets from the shipped adapter.
+question gets from the shipped adapter. After a feature is added to or removed from `RANK_FEATURES`, the
+candidates are collected in the first stage's order (`collecting_ranker`): the shipped model no longer loads.
 """
 
 from __future__ import annotations
@@ -70,10 +71,13 @@ def collect(
     saw it (`evals.fit_embedding.add_half_indexes_argument`); the synthetic queries from the set's index."""
     queries: list[Query] = []
     names: tuple[str, ...] = ()
+    ranker = collecting_ranker()
     for number, (golden, corpus, index) in enumerate(sets):
-        assistant = Assistant.from_settings(Settings.from_env(index_dir=index, **settings))
+        assistant = Assistant.from_settings(Settings.from_env(index_dir=index, **settings), ranker=ranker)
         halves = half_indexes[number] if half_indexes else ()
-        held_out = [Assistant.built_with(Settings.from_env(index_dir=path, **settings)) for path in halves]
+        held_out = [
+            Assistant.built_with(Settings.from_env(index_dir=path, **settings), ranker=ranker) for path in halves
+        ]
         items = [i for i in select_part(load_golden(golden, corpus), "tune") if i.answerable]
         for item in items:
             asked = held_out[half(item.id)] if held_out else assistant
@@ -88,6 +92,20 @@ def collect(
             grades = [2 if p.chunk_id == example.chunk_id else 0 for p, _ in inspection.candidates]
             queries.append(_query(f"{index}:synthetic", f"s{number}", inspection, grades, human=False))
     return queries, names
+
+
+def collecting_ranker(path: Path | None = None) -> LinearModel:
+    """The model that orders the candidates whose features are collected: the shipped one, or the first stage's
+    order when the shipped one was fitted on other features than the code computes (a feature added or
+    removed), which this fit is run to replace."""
+    path = path or model_paths()["ranker"]
+    try:
+        return LinearModel.load(path, RANK_FEATURES)
+    except ConfigurationError as error:
+        print(f"ranker: collecting with the first stage's order: {error}")
+        size = len(RANK_FEATURES)
+        weights = tuple(1.0 if index == FIRST_STAGE else 0.0 for index in range(size))
+        return LinearModel("ranker", RANK_FEATURES, (0.0,) * size, (1.0,) * size, weights)
 
 
 def _query(group: str, item_id: str, inspection, grades: list[int], human: bool) -> Query:

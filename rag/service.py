@@ -116,10 +116,13 @@ class Assistant:
         self._follower: VersionFollower[Retriever] | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, abstention: LinearModel | None = None) -> Assistant:
+    def from_settings(
+        cls, settings: Settings | None = None, abstention: LinearModel | None = None, ranker: LinearModel | None = None
+    ) -> Assistant:
+        """`abstention` and `ranker` replace the shipped models (for the fit scripts)."""
         settings = settings or Settings.from_env()
         read_version_manifest(serving_path(settings.index_dir))  # a missing or damaged index: say so before the model
-        ranker = load_ranker()  # a broken model file fails before the model loads
+        ranker = ranker if ranker is not None else load_ranker()  # a broken model file fails before the model loads
         abstention = abstention or load_abstention()
         embedder = load_embedder(
             settings.model, settings.embed_backend, settings.query_threads, settings.model_cache_dir
@@ -128,12 +131,15 @@ class Assistant:
         return cls(settings, Retriever(index, embedder), ranker, abstention, embedder)
 
     @classmethod
-    def built_with(cls, settings: Settings, abstention: LinearModel | None = None) -> Assistant:
+    def built_with(
+        cls, settings: Settings, abstention: LinearModel | None = None, ranker: LinearModel | None = None
+    ) -> Assistant:
         """An assistant on `settings.index_dir` with the embedding model and backend that index was built with,
         whatever the settings name: the fit scripts read indexes built with models other than the default."""
         model = read_version_manifest(serving_path(settings.index_dir)).get("model", {})
         recorded = {"model": model.get("name"), "embed_backend": model.get("backend")}
-        return cls.from_settings(dataclasses.replace(settings, **{k: v for k, v in recorded.items() if v}), abstention)
+        chosen = dataclasses.replace(settings, **{k: v for k, v in recorded.items() if v})
+        return cls.from_settings(chosen, abstention, ranker)
 
     def with_settings(self, **overrides) -> Assistant:
         """The same loaded index, model and learned weights under changed answer settings (for tuning scripts)."""

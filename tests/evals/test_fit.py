@@ -472,3 +472,17 @@ def test_held_out_tuning_asks_each_tuning_question_of_the_half_index_that_did_no
     rows = [line for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("| golden.jsonl")]
     assert len(rows) == 2 and "in-sample" in rows[0] and "held out" in rows[1]
     assert rows[0].split("|")[3:] == rows[1].split("|")[3:]  # the same index behind both: the same figures
+
+
+def test_the_ranker_fit_collects_with_the_first_stage_when_the_shipped_model_has_other_features(tmp_path):
+    """A feature added to the code makes the shipped model unloadable: its fit must still run to replace it
+    (it failed with "re-run its fit script" before)."""
+    assert fit_ranker.collecting_ranker() == load_ranker()
+    stale = tmp_path / "ranker.json"
+    old = RANK_FEATURES[:-1]
+    stale.write_text(LinearModel("ranker", old, (0.0,) * len(old), (1.0,) * len(old), (1.0,) * len(old)).to_json())
+    with pytest.raises(ConfigurationError):
+        LinearModel.load(stale, RANK_FEATURES)
+    model = fit_ranker.collecting_ranker(stale)
+    features = np.random.default_rng(0).normal(size=(6, len(RANK_FEATURES)))
+    assert np.allclose(model.scores(features), features[:, fit_ranker.FIRST_STAGE])
