@@ -722,10 +722,8 @@ class Retriever:
             # A field or member of an API is the corpus's when it writes it whole, or the member a path ends in
             # (`consumer.commitSync` is the corpus's `commitSync`); not by its words (`ack_wait`, `logCreator`);
             # `enable_idempotence` is `enable.idempotence` spelt as a keyword argument.
-            spellings = (re.split(r"[.]", word)[-1], word.replace("_", "."))
-            return not any(
-                (tokens := tokenize(spelling)) and self._document_frequency(tokens[0]) for spelling in spellings
-            )
+            spellings = (word.rsplit(".", 1)[-1], word.replace("_", "."))
+            return not any(self._document_frequency(t[0]) for t in map(tokenize, spellings) if t)
         if "-" in word:
             return any(not self._document_frequency(t) for t in tokens[1:] if len(t) > 2)
         if any(self._document_frequency(t) for t in tokens[1:]):
