@@ -38,7 +38,16 @@ from sklearn.model_selection import GroupKFold
 from evals.fit_embedding import add_half_indexes_argument, half, half_index_pairs
 from evals.golden import add_set_argument, load_golden, select_part
 from evals.metrics import grade
-from rag import RANK_FEATURES, Assistant, ConfigurationError, LinearModel, Settings, data_hash, model_paths
+from rag import (
+    RANK_FEATURES,
+    Assistant,
+    ConfigurationError,
+    LinearModel,
+    Settings,
+    data_hash,
+    first_stage_ranker,
+    model_paths,
+)
 
 # Synthetic queries copy the corpus's words, so they weigh less than human questions; how much less is chosen by CV.
 SYNTHETIC_WEIGHTS = (0.1, 0.3, 1.0)
@@ -98,14 +107,10 @@ def collecting_ranker(path: Path | None = None) -> LinearModel:
     """The model that orders the candidates whose features are collected: the shipped one, or the first stage's
     order when the shipped one was fitted on other features than the code computes (a feature added or
     removed), which this fit is run to replace."""
-    path = path or model_paths()["ranker"]
-    try:
-        return LinearModel.load(path, RANK_FEATURES)
-    except ConfigurationError as error:
-        print(f"ranker: collecting with the first stage's order: {error}")
-        size = len(RANK_FEATURES)
-        weights = tuple(1.0 if index == FIRST_STAGE else 0.0 for index in range(size))
-        return LinearModel("ranker", RANK_FEATURES, (0.0,) * size, (1.0,) * size, weights)
+    shipped = _shipped_model(path or model_paths()["ranker"])
+    if shipped is None:
+        print("ranker: the shipped model does not fit the code's features; collecting in the first stage's order")
+    return shipped or first_stage_ranker()
 
 
 def _query(group: str, item_id: str, inspection, grades: list[int], human: bool) -> Query:
@@ -239,12 +244,18 @@ def adopted(candidate: dict[str, float], shipped: dict[str, float] | None) -> bo
 
 def _shipped(path: Path, human: Sequence[Query]) -> dict[str, float] | None:
     """The model at `path` scored on the same questions; None when there is none the code can load."""
+    model = _shipped_model(path)
+    return ranking_metrics(human, model) if model is not None else None
+
+
+def _shipped_model(path: Path) -> LinearModel | None:
+    """The model at `path`; None when there is none, or it was fitted on other features: nothing comparable."""
     if not path.is_file():
         return None
     try:
-        return ranking_metrics(human, LinearModel.load(path, RANK_FEATURES))
+        return LinearModel.load(path, RANK_FEATURES)
     except ConfigurationError:
-        return None  # fitted on other features: nothing comparable
+        return None
 
 
 def _data_hash(queries: Sequence[Query]) -> str:

@@ -27,7 +27,7 @@ from rag.errors import (
 from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
 from rag.ingest import IngestConfig, run_ingest
 from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
-from rag.ranking import RANK_FEATURES, LinearModel, data_hash, model_paths
+from rag.ranking import RANK_FEATURES, LinearModel, data_hash, first_stage_ranker, model_paths
 from rag.service import Assistant
 from rag.settings import ANSWERERS, RETRIEVAL_MODES, Settings
 
@@ -69,6 +69,7 @@ __all__ = [
     "export_thumbs_down",
     "extracted_text",
     "feedback_record",
+    "first_stage_ranker",
     "model_paths",
     "run_ingest",
     "train_adapter",

@@ -860,7 +860,7 @@ def _score_units(
         # A row's words are its own: the lead-in and header it shares with the other rows of its table add none.
         terms = frozenset(tokenize(unit.parts[-1] if unit.kind == "row" else unit.matched_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total
-        identifiers = set(extract_identifiers(unit.matched_text)) if focus or context else set()
+        identifiers = _identifiers_of(unit.matched_text) if focus or context else frozenset()
         named = bool(focus & identifiers)
         # "Start the server: $ bin/kafka-server-start.sh …" tells the user who pasted that command nothing,
         # nor does a log excerpt made of the words of the log lines they pasted.

@@ -129,6 +129,14 @@ def load_ranker(path: Path = RANKER_PATH) -> LinearModel:
     return LinearModel.load(path, RANK_FEATURES)
 
 
+def first_stage_ranker() -> LinearModel:
+    """A model over the features the code computes that keeps the first stage's order (its `rrf` alone): what
+    `evals/fit_ranker.py` collects candidates with when the shipped file was fitted on other features."""
+    size = len(RANK_FEATURES)
+    weights = tuple(1.0 if name == "rrf" else 0.0 for name in RANK_FEATURES)
+    return LinearModel("ranker", RANK_FEATURES, (0.0,) * size, (1.0,) * size, weights)
+
+
 def _pasted_error_first(order: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray:
     """`order` with its first candidate that defines a pasted error moved to the front: of those defining an
     error the paste names, if any (`Candidate.defines_pasted_error`)."""
