@@ -951,6 +951,34 @@ def _heading_key(passage: Passage, entry: bool) -> str:
     return heading
 
 
+def _introduced(unit: _Scored, chosen: Sequence[_Scored]) -> _Scored | None:
+    """The chosen unit that lead-in sentence `unit` introduces: the next unit of its passage."""
+    if not is_lead_in_sentence(unit.unit):
+        return None
+    return next((u for u in chosen if _place(u) == (unit.candidate_index, unit.unit.position + 1)), None)
+
+
+def _parts_with_lead_ins(chosen: Sequence[_Scored]) -> dict[int, str]:
+    """Each unit's part of the troubleshooting layout, keyed by `id`: a lead-in sentence falls in the part of
+    what it introduces ("(1) Throttle Removal:" is read with "The throttle should be removed … --verify", not
+    under another heading)."""
+    part = {id(u): u.bucket for u in chosen}
+    for unit in sorted(chosen, key=lambda u: (u.candidate_index, -u.unit.position)):  # a run of lead-ins: last first
+        if (introduced := _introduced(unit, chosen)) is not None:
+            part[id(unit)] = part[id(introduced)]
+    return part
+
+
+def _lead_ins_first(ordered: list[_Scored]) -> list[_Scored]:
+    """`ordered` with each lead-in sentence moved right before the unit it introduces."""
+    moved = [u for u in ordered if _introduced(u, ordered) is not None]
+    rest = [u for u in ordered if not any(u is m for m in moved)]
+    for unit in sorted(moved, key=lambda u: -u.unit.position):  # a run of lead-ins keeps its order
+        introduced = _introduced(unit, ordered)
+        rest.insert(next(i for i, u in enumerate(rest) if u is introduced), unit)
+    return rest
+
+
 def _render(
     candidates: tuple[Candidate, ...],
     chosen: list[_Scored],
@@ -959,9 +987,11 @@ def _render(
     related: Sequence[_Scored] = (),
 ) -> Draft:
     lead = chosen[0]
+    part = _parts_with_lead_ins(chosen)
     # The part the lead falls in comes first, so the answer opens with its best unit whatever its part.
     buckets = sorted(
-        (bucket for bucket, _ in _HEADINGS if any(u.bucket == bucket for u in chosen)), key=lambda b: b != lead.bucket
+        (bucket for bucket, _ in _HEADINGS if any(part[id(u)] == bucket for u in chosen)),
+        key=lambda b: b != part[id(lead)],
     )
     grouped = layout and len(buckets) > 1
     # Grouped by part of the answer, each part by score; or else the lead first, then each passage's units
@@ -981,7 +1011,8 @@ def _render(
         *sorted({u.candidate_index for u in chosen} - {lead.candidate_index, *sources}),
     ]
     reading = sorted(chosen, key=lambda u: (not _among(u, head), passages.index(u.candidate_index), u.unit.position))
-    ordered = [u for bucket in buckets for u in chosen if u.bucket == bucket] if grouped else reading
+    by_part = [u for bucket in buckets for u in chosen if part[id(u)] == bucket]
+    ordered = _lead_ins_first(by_part) if grouped else reading
     # A list's lead-in read back from an earlier chunk (`Candidate.list_intro`) is cited to that chunk:
     # its marker, keyed -1 - candidate index, comes right before the marker of the chunk with the items.
     markers: dict[int, int] = {}
@@ -1011,8 +1042,8 @@ def _render(
         group = sharing[shared] if shared is not None else [unit]
         if group[0] is not unit:
             continue  # shown with the first unit of its group
-        if grouped and unit.bucket != current:
-            current = unit.bucket
+        if grouped and part[id(unit)] != current:
+            current = part[id(unit)]
             blocks.append(dict(_HEADINGS)[current])
         marker = markers[unit.candidate_index]
         if len(group) > 1 and _list_key(unit) is not None:

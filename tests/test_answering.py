@@ -358,6 +358,21 @@ def test_a_troubleshooting_question_takes_up_to_max_units_troubleshoot_under_hea
     assert "Increase `group.share.record.lock.duration.ms`" in do
 
 
+def test_a_lead_in_sentence_sits_in_the_part_of_what_it_introduces():
+    """ "(1) Throttle Removal:" was shown under "What it means" and the sentence it introduces under "How to
+    check": each heading then held half of one note."""
+    text = (
+        "The record lock expired before the acknowledgement arrived. "
+        "Some care should be taken when the lock is short. "
+        "(1) Lock Removal:\n"
+        "Check the broker logs for ShareFetch errors to verify the lock was released."
+    )
+    draft = _answer_from(text, [0.95, 0.9, 0.85, 0.8], TROUBLESHOOT, max_units_troubleshoot=4, relative_cutoff=0.5)
+    check = draft.text.split("**How to check**")[1]
+    assert "(1) Lock Removal: [1]\n\nCheck the broker logs" in check, draft.text
+    assert "Lock Removal" not in draft.text.split("**How to check**")[0]
+
+
 def test_what_to_do_is_measured_against_the_best_fix_not_a_lead_that_restates_the_question():
     """ "What causes INVALID_RECORD_STATE and how do I fix it?": the record's "The record state is invalid."
     scores far above every cause and fix; a cutoff measured from it left the answer without them."""
