@@ -8,7 +8,7 @@ weighted reciprocal rank. Every candidate of every order is kept, so the constan
 pool: they change the fused score, which the learned ranker reads as its `rrf` feature. Each setting of
 the grid is therefore judged as the ranker would use it: the candidates are collected under it and the
 ranker is cross-validated on them as `evals.fit_ranker` does (human tuning questions held out by fold,
-every regularisation and synthetic weight tried, the best kept). The setting with the best cross-validated
+every L2 penalty and synthetic weight tried, the best kept). The setting with the best cross-validated
 hit@1, then MRR@10, is chosen when it ranks two or more questions first that the current setting does not.
 The dense, BM25 and unit orders keep weight 1 (equal votes); the identifier order's weight and RRF's k are
 the ones searched. Test-part ids are never read. Prints the choice (copy it into `rag/settings.py`) and
@@ -22,7 +22,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from evals.fit_ranker import REGULARISATION, SYNTHETIC_WEIGHTS, collect, cross_validate
+from evals.fit_ranker import L2_PENALTIES, SYNTHETIC_WEIGHTS, collect, cross_validate
 from evals.golden import add_set_argument
 from rag import Settings
 
@@ -33,7 +33,7 @@ REPORT = Path("evals/reports/tune_fusion.md")
 def evaluate(sets: Sequence[tuple[Path, Path, Path]], identifier_weight: float, rrf_k: int) -> dict[str, float]:
     """The ranker's best cross-validated figures on candidates fused with these constants."""
     queries, names = collect(sets, identifier_weight=identifier_weight, rrf_k=rrf_k)
-    results = [cross_validate(queries, names, (c, w)) for c in REGULARISATION for w in SYNTHETIC_WEIGHTS]
+    results = [cross_validate(queries, names, (c, w)) for c in L2_PENALTIES for w in SYNTHETIC_WEIGHTS]
     return max(results, key=lambda r: (r["hit@1"], r["mrr@10"]))
 
 

@@ -229,7 +229,7 @@ def test_abstention_fit_writes_a_model_the_service_loads(seeds_index, golden, in
 def small_ranker_grid(monkeypatch):
     """Two settings of the ranker's grid instead of nine: these tests check what the fits read and write."""
     for module in (fit_ranker, tune_fusion):
-        monkeypatch.setattr(module, "REGULARISATION", (0.1, 1.0))
+        monkeypatch.setattr(module, "L2_PENALTIES", (0.01, 0.1))
         monkeypatch.setattr(module, "SYNTHETIC_WEIGHTS", (0.1,))
 
 
@@ -247,6 +247,37 @@ def test_ranker_fit_writes_a_model_the_service_loads(
     assert json.loads(out.read_text(encoding="utf-8"))["training"]["human_queries"] == len(
         [i for i in select_part(golden, "tune") if i.answerable]
     )
+
+
+def test_the_listwise_loss_gradient_matches_finite_differences():
+    rng = np.random.default_rng(3)
+    lists = [(rng.normal(size=(n, 4)), np.arange(n) < 2, weight) for n, weight in ((6, 1.0), (9, 0.3), (3, 1.0))]
+    weights = rng.normal(size=4)
+    loss, gradient = fit_ranker.listwise_loss(weights, lists, 0.1)
+    step = 1e-6
+    numeric = [
+        (
+            fit_ranker.listwise_loss(weights + step * e, lists, 0.1)[0]
+            - fit_ranker.listwise_loss(weights - step * e, lists, 0.1)[0]
+        )
+        / (2 * step)
+        for e in np.eye(4)
+    ]
+    assert loss > 0
+    np.testing.assert_allclose(gradient, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_the_listwise_fit_weighs_each_question_alike_however_many_candidates_it_has():
+    """Question A: its evidence wins on feature 0 among 39 easy candidates (feature 0 and 1 low); question B:
+    on feature 1 against one hard candidate that is high on feature 0. Pairwise, A's 39 pairs outvote B's one
+    and B is lost; listwise, each question counts once and a model that ranks both first exists, so it is found."""
+    easy = np.column_stack([np.zeros(39), np.zeros(39)])
+    a = fit_ranker.Query("g", "a", np.vstack([[1.0, 0.0], easy]), np.array([2] + [0] * 39), True)
+    b = fit_ranker.Query("g", "b", np.array([[0.5, 1.0], [1.0, 0.0]]), np.array([2, 0]), True)
+    names = ("x", "y")
+    mean, scale = np.zeros(2), np.ones(2)
+    model = fit_ranker.fit([a, b], names, (0.001, 0.1), mean, scale)
+    assert fit_ranker.ranking_metrics([a, b], model)["hit@1"] == 1.0
 
 
 def test_a_refit_replaces_the_shipped_ranker_only_when_its_cross_validated_figures_are_higher():
