@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -176,7 +177,12 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     `asks` are the question's asks searched alone (`Query.asks`): each one's best unit follows the lead."""
     query = ranked.pool.query
     weights = ranked.pool.evidence.term_weights
-    scored = [u for index, c in enumerate(ranked.candidates) for u in _score_units(query, weights, index, c, shape)]
+    priors = passage_priors(ranked)
+    scored = [
+        u
+        for index, c in enumerate(ranked.candidates)
+        for u in _score_units(query, weights, index, priors[index], c, shape)
+    ]
     lead_pool = [u for u in scored if u.candidate_index == 0] or scored
     if not lead_pool:
         return abstain(ranked)
@@ -355,6 +361,7 @@ def _answers_to_asks(asks: Sequence[CandidatePool], ranked: Ranked, shape: Answe
     that only ranks first for the ask's words ("how does quota enforcement work" and a sentence on where
     quotas are hard to implement)."""
     places = []
+    priors = passage_priors(ranked)
     for ask in asks:
         cosines = {c.passage.chunk_id: c.unit_scores for c in ask.candidates}
         units = [
@@ -365,6 +372,7 @@ def _answers_to_asks(asks: Sequence[CandidatePool], ranked: Ranked, shape: Answe
                 ask.query,
                 ask.evidence.term_weights,
                 index,
+                priors[index],
                 dataclasses.replace(c, unit_scores=cosines[c.passage.chunk_id]),
                 shape,
             )
@@ -836,11 +844,23 @@ def _runs_in(words: Sequence[str], text: Sequence[str]) -> bool:
     return any(list(text[start : start + size]) == list(words) for start in range(len(text) - size + 1))
 
 
+def passage_priors(ranked: Ranked) -> tuple[float, ...]:
+    """How much each ranked passage's units are raised for where it ranks, 1 for the first: in hybrid mode the
+    ranker's probability of the passage relative to the first's, exp(score - first score), at most 1 (the
+    listwise fit makes its scores log-odds of holding the answer): a second passage scored as high as the first
+    weighs as much, one far below it little. A single retriever's order has no such scores: 1 / (1 + rank)."""
+    if ranked.pool.mode != "hybrid" or not ranked.scores:
+        return tuple(1 / (1 + index) for index in range(len(ranked.candidates)))
+    first = ranked.scores[0]
+    return tuple(min(1.0, math.exp(score - first)) for score in ranked.scores)
+
+
 def _score_units(
-    query: Query, weights: dict[str, float], index: int, candidate: Candidate, shape: AnswerShape
+    query: Query, weights: dict[str, float], index: int, prior: float, candidate: Candidate, shape: AnswerShape
 ) -> list[_Scored]:
     """A unit scores by its own similarity, the question's terms (`weights`: their IDF) and identifiers it
-    holds, and its passage's rank `index`; for one of the question's asks, by that ask's."""
+    holds, and its passage's `prior` (`passage_priors`; `index` is its rank); for one of the question's asks, by
+    that ask's."""
     heading = candidate.passage.section_path[-1] if candidate.passage.section_path else ""
     units = _units_of(candidate.passage.text, heading, candidate.continues_code)
     if len(units) != len(candidate.unit_scores):  # vectors of another unit splitter: skip, never misquote
@@ -875,7 +895,7 @@ def _score_units(
             similarity
             + shape.overlap_weight * overlap
             + shape.identifier_weight * named
-            + shape.rank_weight / (1 + index)
+            + shape.rank_weight * prior
             - shape.echo_weight * echo
         )
         if 0 <= text.find(unit.parts[0]) < list_end:

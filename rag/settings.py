@@ -70,9 +70,12 @@ class Settings:
     max_units_fact: int = 5  # evidence units in the answer to a question that asks for a fact
     max_units_troubleshoot: int = 6  # ... to one that reports an error or asks for a fix
     # Units this far below the lead unit's score are left out, and units of higher-ranked passages are raised by
-    # unit_rank_weight / (1 + rank). Re-chosen held out from the adapter (`evals/tune_answers.py --half-indexes
-    # ... --only unit_relative_cutoff unit_rank_weight`, evals/reports/tune_unit_prior.md): a new question's
-    # cosines say less than the served index's in-sample ones, and the passage's rank more (0.4 and 0.3 before).
+    # unit_rank_weight times their passage's prior (`rag.answering.passage_priors`: 1 / (1 + rank) until the
+    # forty-sixth session, now the ranker's probability relative to the first passage's). Re-chosen held out from
+    # the adapter (`evals/tune_answers.py --half-indexes ... --only unit_relative_cutoff unit_rank_weight`,
+    # evals/reports/tune_unit_prior.md): a new question's cosines say less than the served index's in-sample
+    # ones, and the passage's rank more (0.4 and 0.3 before). With the relative probability, 0.3 and 0.8 did
+    # worse than 0.5 on the tuning questions held out from adapter and ranker alike (quality_history, 46th).
     unit_relative_cutoff: float = 0.8
     unit_min_novelty: float = 0.35  # share of new content words a following unit must bring
     unit_overlap_weight: float = 0.0

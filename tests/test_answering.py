@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from rag.answering import AnswerShape, abstain, extract_answer
+from rag.answering import AnswerShape, abstain, extract_answer, passage_priors
 from rag.passages import NOT_COVERED
 from rag.query import QueryIdentifier, parse_query
 from rag.ranking import Ranked
@@ -334,6 +334,30 @@ def test_a_fact_answer_takes_no_log_excerpt_but_a_troubleshooting_answer_shows_i
     trouble = _answer_from(text, [0.95, 0.92, 0.84], TROUBLESHOOT, max_units_troubleshoot=3)
     cause = trouble.text.split("**What it means / likely cause**")[1].split("**")[0]
     assert "IllegalArgumentException" in cause, trouble.text
+
+
+@pytest.mark.parametrize(("second_score", "second_shown"), [(1.95, True), (-3.0, False)])
+def test_a_lower_passage_weighs_as_much_as_the_ranker_believes_in_it(second_score, second_shown):
+    """Units are raised by their passage's probability relative to the first's: a second passage the ranker
+    scores nearly as high as the first gives its unit a place beside the lead's passage's next unit; one far
+    below it does not."""
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.9, 0.5, 0.2])
+    second = candidate(axes, "second", OTHER, [0.6, 0.1])
+    pool = make_pool([top, second], question=FACT)
+    draft = extract_answer(Ranked(pool, (top, second), (2.0, second_score)), shape(max_units_fact=2, rank_weight=0.5))
+    _check(draft)
+    assert ("KIP-932" in draft.text) is second_shown, draft.text
+    assert ("Increase `group.share" in draft.text) is not second_shown, draft.text
+
+
+def test_passage_priors_are_relative_probabilities_in_hybrid_mode_and_rank_based_otherwise():
+    axes = _Axes()
+    cands = [candidate(axes, name, OTHER, [0.5, 0.4]) for name in "abc"]
+    hybrid = Ranked(make_pool(cands), tuple(cands), (1.0, 1.0 - np.log(2), 3.0))
+    assert passage_priors(hybrid) == pytest.approx((1.0, 0.5, 1.0))  # a rule put a lower-scored passage first
+    dense = Ranked(make_pool(cands, mode="dense"), tuple(cands), (1.0, 0.9, 0.8))
+    assert passage_priors(dense) == pytest.approx((1.0, 1 / 2, 1 / 3))
 
 
 def test_a_fact_question_takes_at_most_max_units_fact():
