@@ -590,6 +590,30 @@ def test_a_one_word_setting_is_named_only_as_it_is_spelt(question, leader):
     assert draft.text.startswith(leader), draft.text
 
 
+NONE_ROW = "Error | Code | Retriable | Description\nNONE | 0 | False | \nUNKNOWN_SERVER_ERROR | -1 | False | Oops."
+
+
+@pytest.mark.parametrize(
+    ("question", "leader"),
+    [
+        ("describe shows Leader: none for some partitions. how do I get a leader back?", "Run the election tool"),
+        ("a response carries error NONE, is that a failure?", "`NONE`"),
+    ],
+)
+def test_a_word_the_corpus_writes_in_capitals_is_named_only_in_capitals(question, leader):
+    """ "Leader: none" uses the word; the error `NONE` (code 0) is named by "NONE". Named, its row led the
+    answer from the second passage."""
+    axes = _Axes()
+    prose = candidate(axes, "leaders", "Run the election tool to elect a leader for each partition.", [0.6])
+    rows = make_candidate(
+        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=NONE_ROW,
+        unit_scores=(0.7, 0.1), unit_vectors=axes.take(2),
+    )  # fmt: skip
+    draft = extract_answer(ranked([prose, rows], question), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.startswith(leader), draft.text
+
+
 RESILIENCE = (
     "Parameter Name | Corresponding Client | Default value | Consider setting to\n"
     "acks | Producer | acks=1 | acks=all\n"
