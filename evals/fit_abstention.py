@@ -42,16 +42,17 @@ BUDGETS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04)
 FOLDS = 5
 REPEATS = 5  # shuffles of the folds: one shuffle's held-out over-abstention was 0.005 off the mean of ten
 REPORT = Path("evals/reports/fit_abstention.md")
+SINGLE_MODES = ("dense", "bm25")
 
 
 def collect(
-    sets: Sequence[tuple[Path, Path, Path]], half_indexes: Sequence[tuple[Path, Path]] = ()
+    sets: Sequence[tuple[Path, Path, Path]], half_indexes: Sequence[tuple[Path, Path]] = (), mode: str = "hybrid"
 ) -> tuple[np.ndarray, np.ndarray, list[str], tuple[str, ...], np.ndarray]:
     """One feature row per tuning question, and the number of the set it came from. With `half_indexes` (two
     per set, built with the adapters that `evals/fit_embedding.py --check` fits without each half of the
     questions), a question's row comes from the index whose embedding adapter never saw it
     (`add_half_indexes_argument`): in-sample cosines teach the fit to over-trust the dense score, which shows
-    as over-abstention on new questions."""
+    as over-abstention on new questions. `mode` is the retrieval the rows come from."""
     rows, labels, ids, sets_of_rows = [], [], [], []
     names: tuple[str, ...] = ()
     for number, (golden, corpus, index) in enumerate(sets):
@@ -60,7 +61,7 @@ def collect(
         assistants = [Assistant.built_with(Settings.from_env(index_dir=path), unfitted_abstention()) for path in halves]
         for item in select_part(load_golden(golden, corpus), "tune"):
             assistant = assistants[half(item.id)]
-            inspection = assistant.inspect(item.question, item.history, k=assistant.settings.top_k)
+            inspection = assistant.inspect(item.question, item.history, k=assistant.settings.top_k, mode=mode)
             names = inspection.abstention_features
             rows.append(inspection.abstention)
             labels.append(1 if item.answerable else 0)
@@ -180,6 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     procedure = {b: cross_validated_procedure(x, y, best, b, sets) for b in BUDGETS}
     budget = choose_budget(procedure)
     threshold, _, _ = threshold_for(model.scores(x), y, budget)
+    # A single retriever's five passages score lower than the hybrid's: the same model, its own threshold at the
+    # same budget, on that mode's features of the same questions.
+    by_mode = {}
+    for mode in SINGLE_MODES:
+        x_mode, y_mode, *_ = collect([tuple(s) for s in args.set], half_index_pairs(parser, args), mode)
+        by_mode[mode] = threshold_for(model.scores(x_mode), y_mode, budget)
     training = {
         "data": data_hash([ids, y.tolist()]),
         "questions": len(y),
@@ -192,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sets": [str(s[0]) for s in args.set],
         "features_from_held_out_adapters": bool(args.half_indexes),
     }
-    model = dataclasses.replace(model, threshold=threshold, training=training)
+    mode_thresholds = {mode: found[0] for mode, found in by_mode.items()}
+    model = dataclasses.replace(model, threshold=threshold, mode_thresholds=mode_thresholds, training=training)
     args.out.write_text(model.to_json(), encoding="utf-8")
     lines = [
         "# Abstention fit (tuning parts only)",
@@ -222,6 +230,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         *(f"| {b} | {h.recall:.3f} | {h.over:.3f} | {h.worst_over:.3f} |" for b, h in procedure.items()),
         "",
         f"Chosen budget {budget}: threshold {threshold:.3f} on the final model's log-odds of answerable.",
+        "",
+        "A single retriever (`--retrieval dense|bm25`) gets its own threshold at the same budget, on the same "
+        "model's scores of its own passages for the same questions (in sample):",
+        "",
+        "| retrieval | threshold | abstention recall | over-abstention |",
+        "|---|---|---|---|",
+        *(f"| {mode} | {t:.3f} | {r:.3f} | {o:.3f} |" for mode, (t, r, o) in by_mode.items()),
         "",
         "| feature | weight (standardised) |",
         "|---|---|",

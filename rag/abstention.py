@@ -90,4 +90,5 @@ def answerable_score(ranked: Ranked, model: LinearModel) -> float:
 
 
 def should_abstain(ranked: Ranked, model: LinearModel) -> bool:
-    return not ranked.candidates or answerable_score(ranked, model) < model.threshold
+    threshold = model.mode_thresholds.get(ranked.pool.mode, model.threshold)
+    return not ranked.candidates or answerable_score(ranked, model) < threshold

@@ -60,6 +60,9 @@ class LinearModel:
     weights: tuple[float, ...]
     bias: float = 0.0
     threshold: float = 0.0  # decision threshold on the score, for models that decide (abstention)
+    # The threshold for another retrieval mode than the hybrid default, where one was fitted: a single
+    # retriever's passages score lower, so the hybrid's threshold would decline more answerable questions.
+    mode_thresholds: dict[str, float] = field(default_factory=dict)
     version: int = 1
     training: dict[str, Any] = field(default_factory=dict)  # data hash, counts, the fit's metrics
 
@@ -85,6 +88,7 @@ class LinearModel:
             "weights": list(self.weights),
             "bias": self.bias,
             "threshold": self.threshold,
+            "mode_thresholds": self.mode_thresholds,
             "training": self.training,
         }
         return json.dumps(payload, indent=2) + "\n"
@@ -102,6 +106,7 @@ class LinearModel:
                 weights=tuple(float(v) for v in raw["weights"]),
                 bias=float(raw.get("bias", 0.0)),
                 threshold=float(raw.get("threshold", 0.0)),
+                mode_thresholds={str(k): float(v) for k, v in raw.get("mode_thresholds", {}).items()},
                 version=int(raw.get("version", 1)),
                 training=dict(raw.get("training", {})),
             )

@@ -312,9 +312,9 @@ class Assistant:
         passages = tuple(c.passage for c in prepared.ranked.candidates)
         return SearchResult(query=prepared.query.text, passages=passages, timings_ms=prepared.timings_ms)
 
-    def inspect(self, question: str, history: History = (), *, k: int = 20) -> Inspection:
-        """The features the learned ranking and abstention read for `question` (hybrid retrieval)."""
-        prepared = self._prepare(question, history, k, "hybrid", use_llm=False)
+    def inspect(self, question: str, history: History = (), *, k: int = 20, mode: str = "hybrid") -> Inspection:
+        """The features the learned ranking and abstention read for `question` (`mode` retrieval)."""
+        prepared = self._prepare(question, history, k, mode, use_llm=False)
         ranked = prepared.ranked
         return Inspection(
             query=prepared.query.text,

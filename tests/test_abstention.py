@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -196,8 +197,24 @@ def test_decision_is_the_score_against_the_threshold():
     assert should_abstain(ranked, _model("best_dense", threshold=0.4)) is True
 
 
+def test_a_single_retriever_is_held_to_its_own_threshold(tmp_path):
+    """A dense-only or BM25-only list scores lower than the hybrid's: the model's threshold for that mode
+    decides, and the hybrid's where none was fitted; the thresholds survive the model file."""
+    candidates = [make_candidate("a", dense=0.35)]
+    model = dataclasses.replace(_model("best_dense", threshold=0.4), mode_thresholds={"dense": 0.3})
+    path = tmp_path / "abstention.json"
+    path.write_text(model.to_json(), encoding="utf-8")
+    model = load_abstention(path)
+    assert model.mode_thresholds == {"dense": 0.3}
+    for mode, declined in (("hybrid", True), ("dense", False), ("bm25", True)):
+        ranked = Ranked(make_pool(candidates, mode=mode), tuple(candidates), (1.0,))
+        assert should_abstain(ranked, model) is declined, mode
+
+
 def test_shipped_abstention_model_loads_with_the_features_the_code_computes():
     assert model_paths()["abstention"] == ABSTENTION_PATH
     model = load_abstention()
     assert model.features == ABSTENTION_FEATURES
     assert np.isfinite(model.threshold)
+    assert set(model.mode_thresholds) == {"dense", "bm25"}
+    assert all(np.isfinite(t) and t < model.threshold for t in model.mode_thresholds.values())

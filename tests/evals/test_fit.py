@@ -44,9 +44,9 @@ def inspected(monkeypatch) -> list[tuple]:
     seen: list[tuple] = []
     real = Assistant.inspect
 
-    def spy(self, question, history=(), *, k=20):
+    def spy(self, question, history=(), **kwargs):
         seen.append(_key(question, history))
-        return real(self, question, history, k=k)
+        return real(self, question, history, **kwargs)
 
     monkeypatch.setattr(Assistant, "inspect", spy)
     return seen
@@ -156,9 +156,9 @@ def test_features_of_each_question_come_from_the_index_whose_adapter_did_not_see
     served: dict[tuple, Path] = {}
     real = Assistant.inspect
 
-    def spy(self, question, history=(), *, k=20):
+    def spy(self, question, history=(), **kwargs):
         served[_key(question, history)] = self.settings.index_dir
-        return real(self, question, history, k=k)
+        return real(self, question, history, **kwargs)
 
     monkeypatch.setattr(Assistant, "inspect", spy)
     ids = _held_out_ids(fit, halves, seeds_index, monkeypatch)
@@ -219,6 +219,8 @@ def test_abstention_fit_writes_a_model_the_service_loads(seeds_index, golden, in
     model = load_abstention(out)
     assert model.features == ABSTENTION_FEATURES
     assert np.isfinite(model.weights).all() and np.isfinite(model.threshold)
+    assert set(model.mode_thresholds) == set(fit_abstention.SINGLE_MODES)
+    assert all(np.isfinite(t) for t in model.mode_thresholds.values())
     assert model.training["questions"] == len(select_part(golden, "tune"))
     assert model.training["cv"]["log_loss"] > 0.0
     text = report.read_text(encoding="utf-8")
