@@ -163,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=REPORT)
     add_half_indexes_argument(parser)
     args = parser.parse_args(argv)
-    x, y, ids, names, sets = collect([tuple(s) for s in args.set], half_index_pairs(parser, args))
+    golden_sets, halves = [tuple(s) for s in args.set], half_index_pairs(parser, args)
+    x, y, ids, names, sets = collect(golden_sets, halves)
     table = {}
     for c in REGULARISATION:
         scores = cross_validated_scores(x, y, c)
@@ -185,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # same budget, on that mode's features of the same questions.
     by_mode = {}
     for mode in SINGLE_MODES:
-        x_mode, y_mode, *_ = collect([tuple(s) for s in args.set], half_index_pairs(parser, args), mode)
+        x_mode, y_mode, *_ = collect(golden_sets, halves, mode)
         by_mode[mode] = threshold_for(model.scores(x_mode), y_mode, budget)
     training = {
         "data": data_hash([ids, y.tolist()]),

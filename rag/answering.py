@@ -271,7 +271,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     sources = _default_sources(lead, scored, ranked.candidates)
     held = [(unit, True) for unit in sources]
     held += [(unit, True) for unit in _other_named_entries(named, lead, query)]
-    held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, shape) if place in by_place]
+    held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, priors, shape) if place in by_place]
     for unit, asked in held:
         room = shape.max_chars - chars
         added, cost = _admitted(unit, chosen, seen_terms, by_place, room, limit, shape, named=asked)
@@ -353,15 +353,16 @@ def _default_sources(lead: _Scored, scored: list[_Scored], candidates: tuple[Can
     return sources
 
 
-def _answers_to_asks(asks: Sequence[CandidatePool], ranked: Ranked, shape: AnswerShape) -> list[tuple[int, int]]:
+def _answers_to_asks(
+    asks: Sequence[CandidatePool], ranked: Ranked, priors: Sequence[float], shape: AnswerShape
+) -> list[tuple[int, int]]:
     """The place of the best unit for each of the question's asks: of all the whole question's passages that
-    the ask searched alone retrieves too, scored by that ask's own cosines and the question's ranks. Alone, a
+    the ask searched alone retrieves too, scored by that ask's own cosines and the passages' `priors`. Alone, a
     short ask ("which setting is this") also finds passages about something else; the whole question's
     passages keep it on the subject. An ask the lead's passage answers best adds no unit of a lower passage
     that only ranks first for the ask's words ("how does quota enforcement work" and a sentence on where
     quotas are hard to implement)."""
     places = []
-    priors = passage_priors(ranked)
     for ask in asks:
         cosines = {c.passage.chunk_id: c.unit_scores for c in ask.candidates}
         units = [
