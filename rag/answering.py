@@ -247,6 +247,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
         chars += before.size
         before = _leaned_on(before, by_place)
     seen_terms = {term for u in chosen for term in u.terms}
+    question_terms = frozenset(query.tokens)
     # Beside the entry the question names, the other entries of its table are about other settings or
     # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it.
     pool = [u for u in scored if u is not lead]
@@ -274,7 +275,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, priors, shape) if place in by_place]
     for unit, asked in held:
         room = shape.max_chars - chars
-        added, cost = _admitted(unit, chosen, seen_terms, by_place, room, limit, shape, named=asked)
+        added, cost = _admitted(unit, chosen, seen_terms, question_terms, by_place, room, limit, shape, named=asked)
         chosen += added
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
@@ -305,7 +306,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
         pool.remove(unit)
         if below:
             continue  # too far below its part's best
-        added, cost = _admitted(unit, chosen, seen_terms, by_place, shape.max_chars - chars, limit, shape)
+        room = shape.max_chars - chars
+        added, cost = _admitted(unit, chosen, seen_terms, question_terms, by_place, room, limit, shape)
         chosen += added
         if added and not unit.faint:  # admitted (`_admitted` gives nothing or ends with it), for its own sake
             anchors.append(unit)
@@ -388,6 +390,7 @@ def _admitted(
     unit: _Scored,
     chosen: list[_Scored],
     seen_terms: set[str],
+    question_terms: frozenset[str],
     by_place: dict[tuple[int, int], _Scored],
     room: int,
     limit: int,
@@ -398,7 +401,10 @@ def _admitted(
     that costs; nothing when it says what the answer says, or does not fit `room` characters and `limit` units.
     An entry the question names (`named`) is shown however many words it shares with the answer: the words
     two entries share are what the user asks them apart by (NOT_ENOUGH_REPLICAS, ..._AFTER_APPEND), and
-    the entries of `log.retention.ms` and `log.retention.minutes` read alike but for their unit."""
+    the entries of `log.retention.ms` and `log.retention.minutes` read alike but for their unit. So is a
+    table row that brings a word of the question (`question_terms`) the answer lacks: the rows of one table
+    share most of their words (the MBean column, "per second in the window"), and the row for "closed
+    connections", `connection-close-rate` after `connection-creation-rate`, is new by one word."""
     if _among(unit, chosen):
         return [], 0  # a setting's entry already shown for its continuation
     if not named and any(
@@ -411,7 +417,9 @@ def _admitted(
     # Its words may all be in the answer when only its names are new: "The `groups.blacklist` was removed …
     # Please use `groups.exclude` instead." after the same sentence about `topics.blacklist`.
     new_terms = unit.terms - seen_terms
-    apart = all(_names_apart(unit, other) for other in chosen)
+    apart = all(_names_apart(unit, other) for other in chosen) or (
+        unit.unit.kind == "row" and bool(new_terms & question_terms)
+    )
     if not (named or apart) and (not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty):
         return [], 0  # adds no fact the answer does not already state
     # Shown first, and paid for now: the entry `unit` continues, or the sentence whose thing it names with a

@@ -1200,6 +1200,35 @@ def test_near_duplicate_units_are_dropped():
     assert "Share groups were introduced by KIP-932 as a preview feature" not in draft.text
 
 
+CLIENT_METRICS = (
+    "Metric/Attribute name | Description | Mbean name\n"
+    "connection-creation-rate | New connections established per second in the window. | "
+    "kafka.producer:type=producer-metrics,client-id=([-.\\w]+)\n"
+    "connection-close-rate | Connections closed per second in the window. | "
+    "kafka.producer:type=producer-metrics,client-id=([-.\\w]+)\n"
+    "network-io-rate | The average number of network operations (reads or writes) on all connections per second. | "
+    "kafka.producer:type=producer-metrics,client-id=([-.\\w]+)"
+)
+
+
+def test_a_row_that_brings_a_word_the_question_asks_is_new_though_it_shares_most_of_the_tables_words():
+    # The rows of a metrics table share their MBean and "per second in the window": the row for closed
+    # connections brings two words of its own, under the share a sentence needs, and was left out for the
+    # network-io-rate row, which brings more words and none that the question asks.
+    table = candidate(_Axes(), "metrics", CLIENT_METRICS, [0.9, 0.85, 0.8], "Common monitoring metrics")
+    question = "which producer metrics show new connections per second and closed connections per second?"
+    draft = extract_answer(ranked([table], question), shape(max_units_fact=2, min_novelty=0.35))
+    _check(draft)
+    assert [unit.split(":")[0] for unit in _units(draft.text)] == [
+        "`connection-creation-rate`",
+        "`connection-close-rate`",
+    ], draft.text
+    # A row with no word the question asks still needs its share of new words.
+    other = "which producer metrics show new connections per second?"
+    draft = extract_answer(ranked([table], other), shape(max_units_fact=2, min_novelty=0.5))
+    assert "network-io-rate" not in draft.text and "connection-close-rate" not in draft.text, draft.text
+
+
 def test_a_unit_that_adds_no_new_words_is_dropped():
     axes = _Axes()
     first = candidate(axes, "a", OTHER, [0.9, 0.2])
