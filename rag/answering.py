@@ -293,7 +293,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
         unit = max(
             eligible,
             key=lambda u: (
-                _shared_lead_in(u, chosen) > 0,
+                _continues(u, chosen),
                 _with_neighbours(u, chosen, shape),
                 -u.candidate_index,
                 -u.unit.position,
@@ -407,6 +407,8 @@ def _admitted(
     connections", `connection-close-rate` after `connection-creation-rate`, is new by one word."""
     if _among(unit, chosen):
         return [], 0  # a setting's entry already shown for its continuation
+    if any(_same_items(unit, other) for other in chosen):
+        return [], 0  # an item of a list cut for size, and the piece of the list that holds it
     if not named and any(
         float(unit.vector @ other.vector) > NEAR_DUPLICATE
         and not _rows_apart(unit, other)
@@ -434,6 +436,18 @@ def _admitted(
     if cost > room or (before and len(chosen) + 2 > limit):
         return [], 0
     return ([dataclasses.replace(before, bucket=unit.bucket)] if before else []) + [unit], cost
+
+
+def _same_items(unit: _Scored, other: _Scored) -> bool:
+    """Two list units of one passage under one lead-in, one holding the other's items: a list cut for size
+    gives each item as a unit too (`rag.units`), and the item would show twice."""
+    mine, theirs = unit.unit, other.unit
+    return (
+        unit.candidate_index == other.candidate_index
+        and mine.kind == theirs.kind == "list"
+        and mine.parts[0] == theirs.parts[0]
+        and (mine.parts[-1] in theirs.parts[-1] or theirs.parts[-1] in mine.parts[-1])
+    )
 
 
 def _names_apart(unit: _Scored, other: _Scored) -> bool:
@@ -764,6 +778,15 @@ def _shared_lead_in(unit: _Scored, chosen: list[_Scored]) -> int:
     ):
         return 0
     return len(key[1]) + 1
+
+
+def _continues(unit: _Scored, chosen: list[_Scored]) -> bool:
+    """`unit` goes on from a lead-in a chosen unit shows (the rest of a list cut for size, the list a setting's
+    description introduces), so it comes next. Not one item of a cut list given alone (`EvidenceUnit.item`), nor
+    a piece after one: the item answers, and the rest of its list would bury it."""
+    if unit.unit.item or _shared_lead_in(unit, chosen) == 0:
+        return False
+    return not any(other.unit.item and _lead_key(other) == _lead_key(unit) for other in chosen)
 
 
 def _repeats(terms: frozenset[str], asked: frozenset[str], share: float) -> bool:

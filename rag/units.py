@@ -4,7 +4,8 @@ A unit keeps together what only makes sense together, judged from the text's str
 
 - a sentence that introduces a list, code block or table (it ends with ":", or is a dangling phrase
   like "To add partitions you can do") stays with what follows it; a long list or block is cut into
-  several units, each repeating the lead-in, at item or line boundaries (kind "list" or "code");
+  several units, each repeating the lead-in, at item or line boundaries (kind "list" or "code"), and
+  a list so cut also gives each of its items as a unit with the lead-in;
 - a fenced block, or a run of unfenced command or log lines (a log record, an exception line, a
   stack frame), is one "code" unit; a `# comment` line and a line ending in `\\` stay with the line
   under them;
@@ -38,8 +39,9 @@ from rag.lexical import inflection_pattern
 # 6: a list of bare names is one unit with the sentence before it; 7: a table row whose first cell opens with
 # "#" ("# of offline log directories | …") is a row, not a comment; 8: the wrapped lines of a log or exception
 # message belong to its code block, a remark in parentheses ending a line to the sentence before it, and a
-# sentence announcing "the following" block is its lead-in
-UNITS_VERSION = 8
+# sentence announcing "the following" block is its lead-in; 9: each item of a list cut for size is also a
+# unit with its lead-in
+UNITS_VERSION = 9
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -98,6 +100,7 @@ class EvidenceUnit:
     subject: str = ""  # what a reference unit is about: a setting's key, a row's first cell
     position: int = 0  # index of the unit in the chunk
     list_start: int = -1  # a sentence of an item of a list with no lead-in: where that list starts in the chunk
+    item: bool = False  # one item of a list cut for size, with its lead-in (the list's pieces are units too)
 
     @property
     def text(self) -> str:
@@ -137,6 +140,7 @@ class _Candidate:
     spans: tuple[_Span, ...]
     subject: str = ""
     list_start: int = -1
+    item: bool = False
 
 
 def build_units(text: str, heading: str = "", continues_code: bool = False) -> list[EvidenceUnit]:
@@ -347,7 +351,7 @@ class _Builder:
         ]
         kept.sort(key=lambda c: (c.spans[0].start, c.spans[-1].end))
         return [
-            EvidenceUnit(c.kind, tuple(s.of(self.text) for s in c.spans), c.subject, position, c.list_start)
+            EvidenceUnit(c.kind, tuple(s.of(self.text) for s in c.spans), c.subject, position, c.list_start, c.item)
             for position, c in enumerate(kept)
         ]
 
@@ -416,8 +420,13 @@ class _Builder:
             self._claim(lead_in)
             item_spans = [(self.lines[a].start - self.lines[a].indent, self._last_end(a, b)) for a, b in items]
             budget = MAX_BLOCK_CHARS - (lead_in.end - lead_in.start + 1)
-            for piece in _pack([[s] for s in item_spans], budget):
+            pieces = _pack([[s] for s in item_spans], budget)
+            for piece in pieces:
                 self.candidates.append(_Candidate("list", (lead_in, _Span(piece[0][0], piece[-1][1]))))
+            if len(pieces) > 1:
+                # Cut for size, the list also gives each item with its lead-in: "reset the group's offsets to
+                # the earliest" is answered by the lead-in and `--to-earliest`, not by a piece of other items.
+                self.candidates += [_Candidate("list", (lead_in, _Span(*span)), item=True) for span in item_spans]
         else:
             for a, b in items:
                 added = len(self.candidates)

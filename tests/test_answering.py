@@ -1331,15 +1331,48 @@ def test_a_list_cut_for_size_is_shown_whole_with_its_lead_in_once():
         f"- For internal topics of kind {n}, the cleanup policy is {'compact' * 3} and {'x' * 120}." for n in range(5)
     ]
     text = "The following settings apply to internal topics:\n" + "\n".join(items)
-    pieces = build_units(text)
-    assert [u.kind for u in pieces] == ["list", "list"]  # cut at an item boundary, each piece with the lead-in
-    top = candidate(axes, "top", text, [0.5, 0.9])
+    units = build_units(text)
+    # cut at an item boundary, each piece with the lead-in; each item is a unit too
+    assert [u.kind for u in units if not u.item] == ["list", "list"]
+    assert sum(u.item for u in units) == len(items)
+    first_piece = next(u for u in units if not u.item)
+    scores = [0.1 if u.item else 0.5 if u is first_piece else 0.9 for u in units]
+    top = candidate(axes, "top", text, scores)
     other = candidate(axes, "other", OTHER, [0.85, 0.8])
     draft = extract_answer(ranked([top, other]), shape(max_units_fact=3, max_chars=1100))
     _check(draft)
     first = _units(draft.text)[0]
     assert first.count("The following settings apply") == 1
     assert [line.split(" kind ")[1][0] for line in first.split("\n")[1:]] == ["0", "1", "2", "3", "4"]
+
+
+RESET_SCENARIOS = "--reset-offsets also has the following scenarios to choose from:\n" + "\n".join(
+    f"- --{name} : Reset offsets to {what}. {'Each scenario is applied to every partition of the group.' * 2}"
+    for name, what in [
+        ("to-datetime", "offset from datetime"),
+        ("to-earliest", "earliest offset"),
+        ("to-latest", "latest offset"),
+        ("shift-by", "current offset shifted by n"),
+        ("to-offset", "a specific offset"),
+    ]
+)
+
+
+def test_one_item_of_a_list_cut_for_size_answers_with_its_lead_in_and_not_twice():
+    """The item a question is about leads with its lead-in; the piece of the list that holds it is not shown
+    again beside it, and the list's other piece does not jump the queue because it shares the lead-in."""
+    units = build_units(RESET_SCENARIOS)
+    assert sum(not u.item for u in units) == 2  # two pieces
+    scores = [0.9 if u.item and "to-earliest :" in u.text else 0.5 if u.item else 0.6 for u in units]
+    top = candidate(_Axes(), "ops", RESET_SCENARIOS, scores, "Managing Consumer Groups")
+    other = candidate(_Axes(), "other", OTHER, [0.65, 0.1])
+    draft = extract_answer(ranked([top, other], "reset my group's offsets to the earliest"), shape(max_units_fact=2))
+    _check(draft)
+    lines = draft.text.split("\n")
+    assert lines[0] == "--reset-offsets also has the following scenarios to choose from: [1]"
+    assert lines[1].startswith("- --to-earliest : Reset offsets to earliest offset.")
+    assert draft.text.count("--to-earliest") == 1 and "--shift-by" not in draft.text, draft.text
+    assert "Share groups were introduced" in draft.text
 
 
 OFFSET_RESET = (

@@ -149,11 +149,22 @@ def test_a_long_list_is_cut_at_item_boundaries_and_every_piece_keeps_the_lead_in
     items = [f"- Item number {n} explains one more cause of the failure in some detail here." for n in range(20)]
     text = "Common causes:\n" + "\n".join(items)
     units = build_units(text)
-    assert len(units) > 1 and set(_kinds(units)) == {"list"}
+    assert set(_kinds(units)) == {"list"}
     assert all(u.parts[0] == "Common causes:" for u in units)
     assert all(len(u.text) <= MAX_BLOCK_CHARS for u in units)
-    quoted = [line for u in units for line in u.parts[1].split("\n")]
+    pieces = [u for u in units if "\n" in u.parts[1]]
+    assert len(pieces) > 1
+    quoted = [line for u in pieces for line in u.parts[1].split("\n")]
     assert quoted == items  # whole items, each once, in order
+    # Each item is a unit of its own too, with the lead-in: a question about one of them finds it alone.
+    assert sorted(u.parts[1] for u in units if u not in pieces) == sorted(items)
+    assert [u.position for u in units] == list(range(len(units)))
+
+
+def test_a_list_that_fits_one_unit_gives_no_unit_per_item():
+    items = ["- --to-earliest : Reset offsets to earliest offset.", "- --to-latest : Reset offsets to latest offset."]
+    (unit,) = build_units("--reset-offsets has the following scenarios to choose from:\n" + "\n".join(items))
+    assert unit.parts[1] == "\n".join(items)
 
 
 def test_a_nested_list_stays_with_the_item_that_introduces_it():
