@@ -164,6 +164,7 @@ _DEPENDS_ON_BEFORE = re.compile(
 # the sentence before names too ("… is controlled through the `replica.lag.time.max.ms` configuration.") is that one.
 _DEMONSTRATIVE = re.compile(r"\b(?:this|these|those|such(?: an?)?)\s+([a-z][a-z-]{2,})\b", re.I)
 _WORD = re.compile(r"[a-z][a-z-]+")
+_CLASS_NAME = re.compile(r"^(?:[a-z]\w*\.)+[A-Z]\w*(?:\$\w+)?$")  # a package path and a class
 
 
 def abstain(ranked: Ranked, related: int = 3) -> Draft:
@@ -998,10 +999,12 @@ def _cited(key: int, candidates: tuple[Candidate, ...], ordered: list[_Scored]) 
 
 
 def _heading_key(passage: Passage, entry: bool) -> str:
-    """The setting, error or tool a passage's own heading names, when the heading is nothing but that name:
-    an identifier, or the key of the setting entry the passage is (`acks`, `buffer.memory`)."""
+    """The setting, error, tool or class a passage's own heading names, when the heading is nothing but that
+    name: an identifier, a Java class (a Connect transformation's section,
+    `org.apache.kafka.connect.transforms.InsertHeader`), or the key of the setting entry the passage is
+    (`acks`, `buffer.memory`)."""
     heading = passage.section_path[-1].strip() if len(passage.section_path) > 1 else ""
-    if not heading or " " in heading or not (entry or extract_identifiers(heading)):
+    if not heading or " " in heading or not (entry or extract_identifiers(heading) or _CLASS_NAME.match(heading)):
         return ""
     return heading
 
@@ -1115,7 +1118,7 @@ def _render(
         prose = all(u.unit.kind in ("sentence", "list") for u in group)
         if key and prose and unit.candidate_index not in named and key.lower() not in unit.unit.text.lower():
             block = f"`{key}`: {block}"  # "This specifies the number of threads" says of what only in its heading
-        if key:
+        if key and key.lower() in block.lower():  # named; a setting of the passage names only itself
             named.add(unit.candidate_index)
         blocks.append(block)
     if related:

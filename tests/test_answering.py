@@ -748,6 +748,26 @@ def test_a_row_whose_mbean_holds_the_name_the_question_is_about_leads():
     assert draft.text.startswith("`# of under minIsr partitions (|ISR| < min.insync.replicas)` (Normal value: 0)")
 
 
+INSERT_HEADER = (
+    "Add a header to each record.\n\n"
+    "header\nThe name of the header.\nType: | string\nDefault: |\nValid Values: | non-null string\n"
+    "Importance: | high"
+)
+
+
+def test_a_sentence_under_a_class_heading_is_named_by_the_class_though_a_setting_of_it_comes_first():
+    """A Connect transformation's section is headed by its class: "Add a header to each record." says of what
+    only there. Its `header` setting, shown first, names itself, not the class."""
+    heading = "org.apache.kafka.connect.transforms.InsertHeader"
+    section = candidate(_Axes(), "smt", INSERT_HEADER, [0.8, 0.9], heading=heading)
+    draft = extract_answer(ranked([section], "which transform adds a header to each record?"), shape())
+    _check(draft)
+    assert _units(draft.text) == [
+        "`header`: The name of the header. (Type: string · Valid Values: non-null string) [1]",
+        f"`{heading}`: Add a header to each record. [1]",
+    ]
+
+
 def test_a_sentence_under_a_setting_heading_is_shown_with_the_setting_name():
     axes = _Axes()
     text = "This specifies the number of stream threads in an instance. It can be changed at runtime."
