@@ -127,12 +127,16 @@ MAX_DEFAULT_HOPS = 2  # settings followed for where a setting with no default of
 NAMED_LEAD_PASSAGES = 5  # the entry of a setting or error the question names may lead from this deep
 NAMESAKE_PASSAGES = 5  # the lead's namesake on the page the question names may take its place from this deep
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
-# Imperative openings and advice phrasings in plain English: the "what to do" part of an answer.
-_DO = re.compile(
-    r"^(?:- )?(?:\d+\)\s*)?(?:Set|Use|Ensure|Make sure|Increase|Decrease|Reduce|Raise|Lower|Upgrade|Restart|Add|"
+# Imperative openings and advice phrasings in plain English: the "what to do" part of an answer. The imperative
+# may follow a clause of purpose or condition ("To report errors …, set …", "If you want to …, set …").
+_IMPERATIVE = (
+    r"(?:Set|Use|Ensure|Make sure|Increase|Decrease|Reduce|Raise|Lower|Upgrade|Restart|Add|"
     r"Configure|Enable|Disable|Avoid|Review|Try|Consider|Switch|Turn|Call|Provide|Remove|Delete|Tune|Change|"
-    r"Replace|Wait|Retry|Handle)\b|\byou (?:can|should|need to|must|have to)\b|\bworkaround\b"
-    r"|\bto (?:fix|avoid|resolve)\b",
+    r"Replace|Wait|Retry|Handle)\b"
+)
+_DO = re.compile(
+    rf"^(?:- )?(?:\d+\)\s*)?(?:(?:To|If|When|Once|In order to)\b[^.;:]{{0,160}},\s*(?:then\s+)?)?{_IMPERATIVE}"
+    r"|\byou (?:can|should|need to|must|have to)\b|\bworkaround\b|\bto (?:fix|avoid|resolve)\b",
     re.I,
 )
 _CHECK = re.compile(r"\b(?:check|verify|monitor|look for|describe|inspect|metrics?)\b", re.I)

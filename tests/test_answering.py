@@ -382,6 +382,22 @@ def test_a_troubleshooting_question_takes_up_to_max_units_troubleshoot_under_hea
     assert "Increase `group.share.record.lock.duration.ms`" in do
 
 
+@pytest.mark.parametrize(
+    "advice",
+    [
+        "To report errors to a dead letter queue topic, set errors.deadletterqueue.topic.name on the connector.",
+        "If you want to keep failed records, set errors.deadletterqueue.topic.name on the connector.",
+    ],
+)
+def test_an_imperative_after_a_clause_of_purpose_or_condition_is_what_to_do(advice):
+    text = f"By default connectors fail fast on an error. {advice}"
+    question = "my connector keeps failing on bad records, how do I skip them?"
+    draft = _answer_from(text, [0.8, 0.9], question, max_units_troubleshoot=2)
+    do, cause = draft.text.split("**What it means / likely cause**")
+    assert do.startswith("**What to do**") and "errors.deadletterqueue.topic.name" in do, draft.text
+    assert "fail fast" in cause
+
+
 def test_a_lead_in_sentence_sits_in_the_part_of_what_it_introduces():
     """ "(1) Throttle Removal:" was shown under "What it means" and the sentence it introduces under "How to
     check": each heading then held half of one note."""
