@@ -81,7 +81,11 @@ _CODE_LINE = re.compile(r"^(?:#|\$ |bin/|kafka-[\w-]+(?:\.sh)?\s|grep |[\w.-]+\.
 _INLINE_CODE = re.compile(r"(`+[^`\n]+?`+)")
 # A key with the value the text gives it (`acks=all`) is one code span; a dotted name that goes on after a
 # colon is part of a longer one (the MBean `kafka.connect:type=…`, a `host.name:9092`).
-_DOTTED_KEY = re.compile(r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(=[\w.\-\"']*[\w\"'])?(?![`\w(=]|:\w)")
+# A quoted value keeps its quotes only when they pair up: in "Set 'enable.auto.commit=false' and …" the
+# closing quote belongs to the sentence.
+_DOTTED_KEY = re.compile(
+    r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(=(?:\"[^\"\s]*\"|'[^'\s]*'|[\w.\-]*\w))?(?![`\w(=]|:\w)"
+)
 _SHORT_CELL_CHARS = 40  # a row cell this short (and not a sentence) is shown as "Label: value"
 
 

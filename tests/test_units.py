@@ -558,6 +558,14 @@ def test_render_keeps_a_key_and_the_value_the_text_gives_it_in_one_code_span():
     assert render_unit(unit, 1) == "This happens when the clients use `num.acks=0`, or set `linger.ms` to 5. [1]"
 
 
+def test_render_keeps_a_quoted_value_whole_and_leaves_a_quote_of_the_sentence_outside_the_code_span():
+    # "'`enable.auto.commit=false'`" took the sentence's closing quote into the span and left the opening one out
+    (unit,) = build_units("Set 'enable.auto.commit=false' and commit manually, or set client.id=\"etl-1\" first.")
+    assert render_unit(unit, 1) == (
+        "Set '`enable.auto.commit=false`' and commit manually, or set `client.id=\"etl-1\"` first. [1]"
+    )
+
+
 def test_render_leaves_a_dotted_name_that_goes_on_after_a_colon_as_it_is():
     (unit,) = build_units("Mbean name: kafka.connect:type=connector-task-metrics, see offset.flush.timeout.ms.")
     assert render_unit(unit, 1) == (
