@@ -40,8 +40,8 @@ from rag.lexical import inflection_pattern
 # "#" ("# of offline log directories | …") is a row, not a comment; 8: the wrapped lines of a log or exception
 # message belong to its code block, a remark in parentheses ending a line to the sentence before it, and a
 # sentence announcing "the following" block is its lead-in; 9: each item of a list cut for size is also a
-# unit with its lead-in
-UNITS_VERSION = 9
+# unit with its lead-in; 10: ... unless it is alone in its piece
+UNITS_VERSION = 10
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -430,7 +430,13 @@ class _Builder:
             if len(pieces) > 1:
                 # Cut for size, the list also gives each item with its lead-in: "reset the group's offsets to
                 # the earliest" is answered by the lead-in and `--to-earliest`, not by a piece of other items.
-                self.candidates += [_Candidate("list", (lead_in, _Span(*span)), item=True) for span in item_spans]
+                # An item alone in its piece is that piece already.
+                self.candidates += [
+                    _Candidate("list", (lead_in, _Span(*span)), item=True)
+                    for piece in pieces
+                    if len(piece) > 1
+                    for span in piece
+                ]
         else:
             for a, b in items:
                 added = len(self.candidates)

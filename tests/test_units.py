@@ -161,6 +161,14 @@ def test_a_long_list_is_cut_at_item_boundaries_and_every_piece_keeps_the_lead_in
     assert [u.position for u in units] == list(range(len(units)))
 
 
+def test_an_item_alone_in_its_piece_of_a_cut_list_is_not_given_twice():
+    long_item = "- " + "A long item that fills a piece by itself with its explanation. " * 11
+    items = [long_item.strip(), "- A short item.", "- Another short item."]
+    units = build_units("Steps:\n" + "\n".join(items))
+    assert len({u.parts for u in units}) == len(units)
+    assert [u.parts[1] for u in units if u.item] == items[1:]
+
+
 def test_a_list_that_fits_one_unit_gives_no_unit_per_item():
     items = ["- --to-earliest : Reset offsets to earliest offset.", "- --to-latest : Reset offsets to latest offset."]
     (unit,) = build_units("--reset-offsets has the following scenarios to choose from:\n" + "\n".join(items))
