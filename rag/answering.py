@@ -444,12 +444,13 @@ def _admitted(
 
 
 def _same_items(unit: _Scored, other: _Scored) -> bool:
-    """Two list units of one passage under one lead-in, one holding the other's items: a list cut for size
-    gives each item as a unit too (`rag.units`), and the item would show twice."""
+    """An item of a list cut for size and the piece of that list holding it: the list gives each item as a
+    unit too (`rag.units`), and the item would show twice. Two items, or two pieces, never overlap."""
     mine, theirs = unit.unit, other.unit
     return (
         unit.candidate_index == other.candidate_index
         and mine.kind == theirs.kind == "list"
+        and mine.item != theirs.item
         and mine.parts[0] == theirs.parts[0]
         and (mine.parts[-1] in theirs.parts[-1] or theirs.parts[-1] in mine.parts[-1])
     )
