@@ -82,9 +82,10 @@ _INLINE_CODE = re.compile(r"(`+[^`\n]+?`+)")
 # A key with the value the text gives it (`acks=all`) is one code span; a dotted name that goes on after a
 # colon is part of a longer one (the MBean `kafka.connect:type=…`, a `host.name:9092`).
 # A quoted value keeps its quotes only when they pair up: in "Set 'enable.auto.commit=false' and …" the
-# closing quote belongs to the sentence.
+# closing quote belongs to the sentence. A list value goes on past its commas (`ssl.enabled.protocols=TLSv1.2,TLSv1.1`).
 _DOTTED_KEY = re.compile(
-    r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)(=(?:\"[^\"\s]*\"|'[^'\s]*'|[\w.\-]*\w))?(?![`\w(=]|:\w)"
+    r"(?<![`\w.])([a-z][a-z0-9_-]*(?:\.[a-z0-9_-]+)+)"
+    r"(=(?:\"[^\"\s]*\"|'[^'\s]*'|[\w.\-]*\w(?:,[\w.\-]*\w)*))?(?![`\w(=]|:\w)"
 )
 _SHORT_CELL_CHARS = 40  # a row cell this short (and not a sentence) is shown as "Label: value"
 

@@ -574,6 +574,13 @@ def test_render_keeps_a_quoted_value_whole_and_leaves_a_quote_of_the_sentence_ou
     )
 
 
+def test_render_keeps_a_list_value_whole_but_not_the_sentence_after_its_comma():
+    (unit,) = build_units("Set ssl.enabled.protocols=TLSv1.2,TLSv1.3 on every listener, and keep linger.ms=5, too.")
+    assert render_unit(unit, 1) == (
+        "Set `ssl.enabled.protocols=TLSv1.2,TLSv1.3` on every listener, and keep `linger.ms=5`, too. [1]"
+    )
+
+
 def test_render_leaves_a_dotted_name_that_goes_on_after_a_colon_as_it_is():
     (unit,) = build_units("Mbean name: kafka.connect:type=connector-task-metrics, see offset.flush.timeout.ms.")
     assert render_unit(unit, 1) == (
