@@ -1249,7 +1249,7 @@ CLIENT_METRICS = (
 
 def test_a_row_that_brings_a_word_the_question_asks_is_new_though_it_shares_most_of_the_tables_words():
     # The rows of a metrics table share their MBean and "per second in the window": the row for closed
-    # connections brings two words of its own, under the share a sentence needs, and was left out for the
+    # connections brings a few words of its own, under the share a sentence needs, and was left out for the
     # network-io-rate row, which brings more words and none that the question asks.
     table = candidate(_Axes(), "metrics", CLIENT_METRICS, [0.9, 0.85, 0.8], "Common monitoring metrics")
     question = "which producer metrics show new connections per second and closed connections per second?"
@@ -1409,6 +1409,18 @@ def test_one_item_of_a_list_cut_for_size_answers_with_its_lead_in_and_not_twice(
     assert lines[1].startswith("- --to-earliest : Reset offsets to earliest offset.")
     assert draft.text.count("--to-earliest") == 1 and "--shift-by" not in draft.text, draft.text
     assert "Share groups were introduced" in draft.text
+
+
+def test_two_items_of_a_cut_list_show_though_one_items_words_are_inside_the_others():
+    filler = [f"- Step {n}: {'wait for the cluster to settle before going on. ' * 4}" for n in range(6)]
+    items = ["- Use SCRAM.", "- Use SCRAM. Rotate its credentials every month.", *filler]
+    text = "To secure the cluster:\n" + "\n".join(items)
+    units = build_units(text)
+    assert sum(u.item and "SCRAM" in u.text for u in units) == 2  # the list is cut, so each item is a unit
+    scores = [0.9 if u.item and "SCRAM" in u.text else 0.1 for u in units]
+    draft = extract_answer(ranked([candidate(_Axes(), "sec", text, scores)], "should we use SCRAM?"), shape())
+    _check(draft)
+    assert "- Use SCRAM.\n- Use SCRAM. Rotate its credentials every month." in draft.text, draft.text
 
 
 OFFSET_RESET = (
