@@ -560,39 +560,39 @@ def test_render_sentence_puts_keys_in_code_and_the_marker_at_the_end():
     assert render_unit(unit, 2) == "Raise `max.poll.interval.ms` when processing is slow. [2]"
 
 
-def test_render_keeps_a_key_and_the_value_the_text_gives_it_in_one_code_span():
-    # "`num.acks`=0" split what the user would copy
-    (unit,) = build_units("This happens when the clients use num.acks=0, or set linger.ms to 5.")
-    assert render_unit(unit, 1) == "This happens when the clients use `num.acks=0`, or set `linger.ms` to 5. [1]"
-
-
-def test_render_keeps_a_quoted_value_whole_and_leaves_a_quote_of_the_sentence_outside_the_code_span():
-    # "'`enable.auto.commit=false'`" took the sentence's closing quote into the span and left the opening one out
-    (unit,) = build_units("Set 'enable.auto.commit=false' and commit manually, or set client.id=\"etl-1\" first.")
-    assert render_unit(unit, 1) == (
-        "Set '`enable.auto.commit=false`' and commit manually, or set `client.id=\"etl-1\"` first. [1]"
-    )
-
-
-def test_render_keeps_a_list_value_whole_but_not_the_sentence_after_its_comma():
-    (unit,) = build_units("Set ssl.enabled.protocols=TLSv1.2,TLSv1.3 on every listener, and keep linger.ms=5, too.")
-    assert render_unit(unit, 1) == (
-        "Set `ssl.enabled.protocols=TLSv1.2,TLSv1.3` on every listener, and keep `linger.ms=5`, too. [1]"
-    )
-
-
-def test_render_leaves_a_dotted_name_that_goes_on_after_a_colon_as_it_is():
-    (unit,) = build_units("Mbean name: kafka.connect:type=connector-task-metrics, see offset.flush.timeout.ms.")
-    assert render_unit(unit, 1) == (
-        "Mbean name: kafka.connect:type=connector-task-metrics, see `offset.flush.timeout.ms`. [1]"
-    )
-
-
-def test_render_leaves_inline_code_whole():
-    (unit,) = build_units("Bump it by running `bin/kafka-features.sh upgrade --metadata 3.9` once linger.ms is set.")
-    assert render_unit(unit, 1) == (
-        "Bump it by running `bin/kafka-features.sh upgrade --metadata 3.9` once `linger.ms` is set. [1]"
-    )
+@pytest.mark.parametrize(
+    ("sentence", "rendered"),
+    [
+        # "`num.acks`=0" split what the user would copy
+        (
+            "This happens when the clients use num.acks=0, or set linger.ms to 5.",
+            "This happens when the clients use `num.acks=0`, or set `linger.ms` to 5. [1]",
+        ),
+        # "'`enable.auto.commit=false'`" took the sentence's closing quote into the span, the opening one not
+        (
+            "Set 'enable.auto.commit=false' and commit manually, or set client.id=\"etl-1\" first.",
+            "Set '`enable.auto.commit=false`' and commit manually, or set `client.id=\"etl-1\"` first. [1]",
+        ),
+        # a list value stays whole, and the sentence's own comma stays out
+        (
+            "Set ssl.enabled.protocols=TLSv1.2,TLSv1.3 on every listener, and keep linger.ms=5, too.",
+            "Set `ssl.enabled.protocols=TLSv1.2,TLSv1.3` on every listener, and keep `linger.ms=5`, too. [1]",
+        ),
+        # a dotted name that goes on after a colon is part of something longer
+        (
+            "Mbean name: kafka.connect:type=connector-task-metrics, see offset.flush.timeout.ms.",
+            "Mbean name: kafka.connect:type=connector-task-metrics, see `offset.flush.timeout.ms`. [1]",
+        ),
+        # inline code the source marks stays whole
+        (
+            "Bump it by running `bin/kafka-features.sh upgrade --metadata 3.9` once linger.ms is set.",
+            "Bump it by running `bin/kafka-features.sh upgrade --metadata 3.9` once `linger.ms` is set. [1]",
+        ),
+    ],
+)
+def test_render_puts_a_key_with_the_value_the_text_gives_it_in_one_code_span(sentence, rendered):
+    (unit,) = build_units(sentence)
+    assert render_unit(unit, 1) == rendered
 
 
 def test_render_list():
