@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     queries, names = collect([tuple(s) for s in args.set], half_indexes=half_index_pairs(parser, args))
     human = [q for q in queries if q.human]
-    settings = [(c, w) for c in L2_PENALTIES for w in SYNTHETIC_WEIGHTS]
+    settings = [(penalty, w) for penalty in L2_PENALTIES for w in SYNTHETIC_WEIGHTS]
     table = {setting: cross_validate(queries, names, setting) for setting in settings}
     best = max(settings, key=lambda s: (table[s]["hit@1"], table[s]["mrr@10"]))
     mean, scale = _standardisation(queries)
@@ -293,7 +293,7 @@ def _report(path: Path, names, model: LinearModel, table, best, first_stage, shi
         "",
         "| L2 penalty | synthetic weight | cross-validated hit@1 | mrr@10 |",
         "|---|---|---|---|",
-        *(f"| {c} | {w} | {m['hit@1']:.3f} | {m['mrr@10']:.3f} |" for (c, w), m in table.items()),
+        *(f"| {penalty} | {w} | {m['hit@1']:.3f} | {m['mrr@10']:.3f} |" for (penalty, w), m in table.items()),
         "",
         f"Chosen L2 penalty {best[0]}, synthetic weight {best[1]}. First-stage (RRF) order on the same questions: "
         f"hit@1 {first_stage['hit@1']:.3f}, "

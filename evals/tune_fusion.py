@@ -33,7 +33,7 @@ REPORT = Path("evals/reports/tune_fusion.md")
 def evaluate(sets: Sequence[tuple[Path, Path, Path]], identifier_weight: float, rrf_k: int) -> dict[str, float]:
     """The ranker's best cross-validated figures on candidates fused with these constants."""
     queries, names = collect(sets, identifier_weight=identifier_weight, rrf_k=rrf_k)
-    results = [cross_validate(queries, names, (c, w)) for c in L2_PENALTIES for w in SYNTHETIC_WEIGHTS]
+    results = [cross_validate(queries, names, (penalty, w)) for penalty in L2_PENALTIES for w in SYNTHETIC_WEIGHTS]
     return max(results, key=lambda r: (r["hit@1"], r["mrr@10"]))
 
 

@@ -448,10 +448,9 @@ def _same_items(unit: _Scored, other: _Scored) -> bool:
     unit too (`rag.units`), and the item would show twice. Two items, or two pieces, never overlap."""
     mine, theirs = unit.unit, other.unit
     return (
-        unit.candidate_index == other.candidate_index
-        and mine.kind == theirs.kind == "list"
+        mine.kind == theirs.kind == "list"
         and mine.item != theirs.item
-        and mine.parts[0] == theirs.parts[0]
+        and _lead_key(unit) == _lead_key(other)
         and (mine.parts[-1] in theirs.parts[-1] or theirs.parts[-1] in mine.parts[-1])
     )
 
