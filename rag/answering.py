@@ -188,9 +188,13 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
         for index, c in enumerate(ranked.candidates)
         for u in _score_units(query, weights, index, priors[index], c, shape)
     ]
-    lead_pool = [u for u in scored if u.candidate_index == 0] or scored
-    if not lead_pool:
+    if not scored:
         return abstain(ranked)
+    # A question that names its error ("RecordTooLargeException: …", "CommitFailedException") is not answered
+    # by the rows of other errors: an error table's rows read like any error.
+    if query.error_names:
+        scored = [u for u in scored if not _other_error(u.unit, query)] or scored
+    lead_pool = [u for u in scored if u.candidate_index == 0] or scored
     # The reference entry of the setting or error the question names answers it, whatever else scores
     # higher: from the first passage, or else from the next ones ("default of acks" when the first
     # passage is another setting's entry that mentions acks).
@@ -839,6 +843,15 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     if unit.kind == "row":  # not a key's parts: `min.insync.replicas`
         own |= {token for token in tokenize(unit.parts[-1]) if token.isalnum()}
     return named or bool(query.focus_identifiers & own)
+
+
+def _other_error(unit: EvidenceUnit, query: Query) -> bool:
+    """The unit is the row of an error (it gives an error code) that the question does not name."""
+    return (
+        unit.kind == "row"
+        and any(name.startswith("code:") for name in _entry_identifiers(unit))
+        and not _asked_about(unit, query)
+    )
 
 
 def _of_setup(unit: EvidenceUnit, query: Query) -> bool:

@@ -684,6 +684,36 @@ def test_beside_the_entry_the_question_names_the_other_entries_of_its_table_are_
     assert "log segment size" in draft.text  # what is not another entry still follows
 
 
+@pytest.mark.parametrize("table_first", [True, False])
+def test_a_question_that_names_its_error_is_not_answered_by_the_rows_of_other_errors(table_first):
+    """ "RecordTooLargeException: … max.request.size …" got the `max.request.size` entry and then the rows for
+    OFFSET_METADATA_TOO_LARGE and INVALID_GROUP_ID; "CommitFailedException: …", an error no row names, got six
+    rows of other errors. The rows of errors the question does not name neither lead nor follow."""
+    axes = _Axes()
+    table = make_candidate(
+        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
+        unit_scores=(0.9, 0.9, 0.9), unit_vectors=axes.take(3),
+    )  # fmt: skip
+    prose = candidate(axes, "poll", "The group rebalances when a member fails to poll in time.", [0.6])
+    question = "my consumer fails with CommitFailedException: the group has already rebalanced. what do I do?"
+    candidates = [table, prose] if table_first else [prose, table]
+    draft = extract_answer(ranked(candidates, question), shape(max_units_troubleshoot=4))
+    _check(draft)
+    assert _units(draft.text) == ["The group rebalances when a member fails to poll in time. [1]"], draft.text
+
+
+def test_a_row_the_question_names_still_answers_it_beside_its_error():
+    axes = _Axes()
+    table = make_candidate(
+        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
+        unit_scores=(0.5, 0.6, 0.9), unit_vectors=axes.take(3),
+    )  # fmt: skip
+    question = "RecordTooLargeException on produce: is it RECORD_LIST_TOO_LARGE?"
+    draft = extract_answer(ranked([table], question), shape(max_units_troubleshoot=4))
+    _check(draft)
+    assert [u.split("`")[1] for u in _units(draft.text)] == ["RECORD_LIST_TOO_LARGE"], draft.text
+
+
 def test_a_rows_name_is_asked_about_only_when_its_words_stand_together_in_the_question():
     axes = _Axes()
     table = candidate(axes, "raft", RAFT_METRICS, [0.8, 0.9, 0.3], heading="KRaft Quorum Monitoring Metrics")
