@@ -368,6 +368,11 @@ _LEADING_ARTICLE = re.compile(r"^(?:an?|the)\s+", re.I)
 _POINTING_WORD = re.compile(r"\b(?:it|its|this|that|these|those|they|them|their)\b", re.I)
 _QUESTION_WORD = re.compile(r"^(?:how|why|when|where|what|which|who|whether|if)\b", re.I)  # "explain how …"
 MAX_DEFINED_WORDS = 4
+# What a definition question says around the thing: its use ("what is log compaction for?", "… used for") and
+# where it lives ("what is a standby replica in Streams?", "… in KRaft").
+_ASKED_AROUND = re.compile(
+    r"(?<=\w)\s+(?:(?:used|good|needed)\s+)?for$|(?<=\w)\s+in\s+(?:the\s+)?[\w-]+(?:\s+[\w-]+)?$", re.I
+)
 
 
 def defined_thing(text: str) -> tuple[str, ...]:
@@ -378,6 +383,7 @@ def defined_thing(text: str) -> tuple[str, ...]:
     if match is None:
         return ()
     thing = _LEADING_ARTICLE.sub("", (match.group("thing") or match.group("meant")).strip())
+    thing = _ASKED_AROUND.sub("", thing)
     words = tuple(thing.split())
     if (
         not words

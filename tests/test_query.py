@@ -893,6 +893,11 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         ("so what's a tombstone", ("tombstone",)),
         ("what does log compaction mean?", ("log", "compaction")),
         ("define preferred replica", ("preferred", "replica")),
+        # what it is for, or where it lives, is said around the thing
+        ("what is log compaction used for?", ("log", "compaction")),
+        ("what is a standby replica in Kafka Streams?", ("standby", "replica")),
+        ("what is the controller in kraft", ("controller",)),
+        ("what is in sync replica", ("in", "sync", "replica")),
         # asks more, points back, names an identifier, or is a whole question
         ("what is it?", ()),
         ("explain how compaction works", ()),
