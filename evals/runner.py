@@ -81,6 +81,7 @@ SETTINGS_RECORDED = (
     "unit_neighbour_weight",
     "unit_echo_weight",
     "unit_echo_share",
+    "unit_action_weight",
     "llm_provider",
     "llm_model",
 )

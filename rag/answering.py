@@ -70,6 +70,7 @@ class AnswerShape:
     # exception the pasted error is not
     echo_weight: float
     echo_share: float  # ... or a code unit with this share of its words in the question (the user's own log lines)
+    action_weight: float  # for a unit that says what to do, when the question asks how to do something
     max_chars: int  # stop adding units past this many characters
     ask_min: float  # the best unit for one of several asks is held when it scores this much for that ask
     floor: float  # cosine a unit needs to be chosen for its own sake, not only beside a chosen one
@@ -90,6 +91,7 @@ class AnswerShape:
             neighbour_weight=settings.unit_neighbour_weight,
             echo_weight=settings.unit_echo_weight,
             echo_share=settings.unit_echo_share,
+            action_weight=settings.unit_action_weight,
             max_chars=settings.answer_max_chars,
             ask_min=settings.unit_ask_min,
             floor=settings.unit_floor,
@@ -944,12 +946,14 @@ def _score_units(
         # handles another exception) looks like the paste, and is about something else.
         exceptions = {i for i in identifiers if i.endswith("exception")}
         echo = echo or (pasted_error and bool(exceptions) and not (exceptions & focus) and not named)
+        bucket = _bucket(unit)
         score = (
             similarity
             + shape.overlap_weight * overlap
             + shape.identifier_weight * named
             + shape.rank_weight * prior
             - shape.echo_weight * echo
+            + shape.action_weight * (query.how_to and bucket == "do")
         )
         if 0 <= text.find(unit.parts[0]) < list_end:
             unit = with_list_lead_in(unit, candidate.list_lead_in)
@@ -958,7 +962,7 @@ def _score_units(
         if belongs >= 0 and unit.kind == "sentence":
             size += len(f"`{heading}`: ")  # may be named by its heading (`_render`)
         faint = similarity < shape.floor and not named
-        scored.append(_Scored(index, unit, vector, score, terms, _bucket(unit), belongs, size, faint))
+        scored.append(_Scored(index, unit, vector, score, terms, bucket, belongs, size, faint))
     return scored
 
 

@@ -111,6 +111,12 @@ _FIX_REQUEST = re.compile(
     r"broken|stuck|keeps?(?: on)? \w+ing|cannot|can't|unable|won't|doesn't|not working)\b",
     re.I,
 )
+_HOW_TO = re.compile(
+    r"\bhow (?:do|can|could|should|would|shall) (?:i|we|you|one)\b|\bhow to\b"
+    r"|\bis there (?:a|an|any) (?:way|command|tool|script|option|setting|config\w*)\b"
+    r"|\bwhat(?:'s| is) the (?:command|way)\b",
+    re.I,
+)
 _CHECK_REQUEST = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|find out|inspect|verify)\b", re.I)
 # A sentence of the user's own that asks for something to be made rather than for what the passages say:
 # "write me a Go consumer …", "Translate this into Japanese …", "can you summarize this for …", "give me a
@@ -194,6 +200,9 @@ class Query:
     defined: tuple[str, ...] = ()
     # The identifiers the user's own lines give a value (`retention.ms=3600000`, `"tasks.max": "4"`).
     valued: frozenset[str] = frozenset()
+    # The user's own lines ask how to do something ("how do I …", "how to …", "is there a command that …"):
+    # what to do answers it, more than what the thing is.
+    how_to: bool = False
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -353,6 +362,7 @@ def parse_query(
         valued=frozenset(valued),
         label=opening_label(text),
         defined=() if followup else defined_thing(text),
+        how_to=any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words),
     )
 
 

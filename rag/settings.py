@@ -84,6 +84,11 @@ class Settings:
     unit_neighbour_weight: float = 0.05  # for a unit next to one already in the answer, in the same passage
     unit_echo_weight: float = 0.3  # against a unit that repeats the user's pasted command, or names another exception
     unit_echo_share: float = 0.8  # ... or a code unit with this share of its words in the question (their log lines)
+    # For a unit that says what to do (a command, a config line, an imperative) when the question asks how to do
+    # something (`Query.how_to`): "how do I make Kafka spread replicas over the zones?" is answered by the line
+    # that sets `broker.rack`, which scores under the sentences that describe rack awareness. Chosen by
+    # `evals/tune_answers.py --half-indexes ... --only unit_action_weight` (evals/reports/tune_action_weight.md).
+    unit_action_weight: float = 0.1
     # A question that asks several things holds the best unit for each ask searched alone, when it scores this
     # much (`rag.answering.AnswerShape.ask_min`).
     unit_ask_min: float = 0.8

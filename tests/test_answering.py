@@ -56,6 +56,7 @@ def shape(**overrides) -> AnswerShape:
         "neighbour_weight": 0.0,
         "echo_weight": 0.0,
         "echo_share": 1.01,
+        "action_weight": 0.0,
         "max_chars": 5000,
         "ask_min": 0.8,
         "floor": 0.0,
@@ -114,6 +115,28 @@ def _check(draft) -> None:
         assert citation.quotes
         for quote in citation.quotes:
             assert quote in citation.passage.text
+
+
+RACKS = (
+    "The rack awareness feature spreads replicas of the same partition across different racks. "
+    "You can specify that a broker belongs to a particular rack by adding a property to the broker config:\n\n"
+    "```\nbroker.rack=my-rack-id\n```\n\n"
+    "The algorithm used to assign replicas to brokers keeps the number of leaders per broker constant."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "shown"),
+    [
+        ("how do I make kafka spread replicas over the zones?", "broker.rack=my-rack-id"),
+        ("does kafka spread replicas over the zones?", "The algorithm used"),
+    ],
+)
+def test_a_how_to_question_raises_what_to_do(question, shown):
+    """ "how do i make kafka spread replicas of a partition over the zones?" got six sentences about rack
+    awareness and not the config line that sets `broker.rack`, which scored under them."""
+    draft = _answer_from(RACKS, [0.9, 0.6, 0.7], question, max_units_fact=2, action_weight=0.2)
+    assert shown in _units(draft.text)[1], draft.text
 
 
 def test_the_lead_is_the_best_unit_of_the_best_ranked_passage():

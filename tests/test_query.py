@@ -600,6 +600,23 @@ def test_intent(question, intent):
     assert parse_query(question).intent == intent
 
 
+@pytest.mark.parametrize(
+    ("question", "how_to"),
+    [
+        ("how do i make kafka spread replicas of a partition over the zones?", True),
+        ("How to change retention on one topic?", True),
+        ("we're retiring broker 4. is there a command that drains all its partitions?", True),
+        ("what's the command to list consumer groups", True),
+        ("what is the default of linger.ms?", False),
+        ("how does the log cleaner pick a segment?", False),  # how it works, not what to do
+        # a pasted line is not the user's question
+        ("```\nERROR how to recover: unknown\n```\nwhat does this mean?", False),
+    ],
+)
+def test_a_question_that_asks_how_to_do_something(question, how_to):
+    assert parse_query(question).how_to is how_to
+
+
 def test_names_keep_the_sentence_opening_word_apart():
     query = parse_query("Which SASL mechanisms does Kafka support? Does it work with Okta?")
     assert query.names == ("SASL", "Kafka", "Okta")
