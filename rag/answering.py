@@ -508,12 +508,12 @@ def _with_related_settings(
     shape: AnswerShape,
 ) -> Draft:
     """The answer, closed by a line naming the setting entries among the first `shape.related_depth`
-    passages that it does not name itself and that score as a unit must to be shown, each with its default:
-    the knobs near the answer, for a question whose setting the lead passage only describes ("what decides
-    when a follower drops out of the ISR?" is answered from the replication design, while the entry of
-    `replica.lag.time.max.ms` ranks next). Up to `shape.related_max`, as many as keep the answer within
-    `shape.related_max_chars` (and `max_chars`): the units shown keep their place, and a long answer stays
-    as it is."""
+    passages that it does not show and that score as a unit must to be shown, each with its default: the
+    knobs near the answer, for a question whose setting the lead passage only describes ("what decides when a
+    follower drops out of the ISR?" is answered from the replication design, which names
+    `replica.lag.time.max.ms` and not its default, while the setting's entry ranks next). Up to
+    `shape.related_max`, as many as keep the answer within `shape.related_max_chars` (and `max_chars`): the
+    units shown keep their place, and a long answer stays as it is."""
     related: list[_Scored] = []
     for unit in scored:  # in passage order, each passage's units in its own
         subject = unit.unit.subject
@@ -525,7 +525,7 @@ def _with_related_settings(
             and _is_own_entry(unit)
             and subject
             and " " not in subject
-            and not _spelt_in(subject, draft.text)
+            and not any(u.unit.kind == "setting" and u.unit.subject.lower() == subject.lower() for u in shown)
             and all(subject.lower() != u.unit.subject.lower() for u in related)
         ):
             related.append(unit)

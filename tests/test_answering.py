@@ -1009,6 +1009,27 @@ def test_the_related_settings_line_is_bounded_by_count_depth_length_and_score(ov
     assert len(draft.text) <= overrides.get("related_max_chars", 5000)
 
 
+def test_a_setting_the_answer_names_without_its_entry_is_related_with_its_default():
+    """ "What decides when a lagging follower is dropped from the ISR?" was answered from the replication design,
+    which names `replica.lag.time.max.ms`; its entry ranked next, and its default (30000) was left out because
+    the answer spelt its name."""
+    axes = _Axes()
+    design = candidate(
+        axes,
+        "design",
+        "The leader keeps track of the set of in-sync replicas. "
+        "The determination of lagging replicas is controlled through the `replica.lag.time.max.ms` configuration.",
+        [0.9, 0.8],
+    )
+    lag = candidate(axes, "lag", _retention_entry("milliseconds", "30000"), [0.6], heading="replica.lag.time.max.ms")
+    draft = extract_answer(
+        ranked([design, lag], "what decides when a follower drops out of the ISR?"),
+        shape(max_units_fact=2, related_max=3, relative_cutoff=0.4),
+    )
+    _check(draft)
+    assert draft.text.endswith("Related settings: `replica.lag.time.max.ms` (default 30000) [2]"), draft.text
+
+
 def test_a_setting_the_answer_names_is_not_related_again_and_one_without_default_says_so():
     axes = _Axes()
     entry = candidate(axes, "ms", _retention_entry("milliseconds", "604800000"), [0.9], heading="log.retention.ms")
