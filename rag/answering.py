@@ -259,12 +259,14 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
         before = _leaned_on(before, by_place)
     seen_terms = {term for u in chosen for term in u.terms}
     question_terms = frozenset(query.tokens)
-    # Beside the entry the question names, the other entries of its table are about other settings or
-    # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it.
     pool = [u for u in scored if u is not lead]
     if query.intent == "fact":  # what an error looks like is no fact: a log excerpt only shows a symptom
         pool = [u for u in pool if not (u.unit.kind == "code" and is_log(u.unit.parts[-1]))]
-    if _asked_about(lead.unit, query):
+    # Beside the entry the question names, the other entries of its table are about other settings or
+    # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it. So are the
+    # other rows of an error's table when that error leads, named or not: "Broker: Not enough in-sync replicas"
+    # is the NOT_ENOUGH_REPLICAS row by its words, not INVALID_SESSION_TIMEOUT, the next row that scores.
+    if _asked_about(lead.unit, query) or _is_error_row(lead.unit):
         pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
     focus = query.focus_identifiers
     if (
@@ -848,12 +850,13 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
 
 
 def _other_error(unit: EvidenceUnit, query: Query) -> bool:
-    """The unit is the row of an error (it gives an error code) that the question does not name."""
-    return (
-        unit.kind == "row"
-        and any(name.startswith("code:") for name in _entry_identifiers(unit))
-        and not _asked_about(unit, query)
-    )
+    """The unit is the row of an error that the question does not name."""
+    return _is_error_row(unit) and not _asked_about(unit, query)
+
+
+def _is_error_row(unit: EvidenceUnit) -> bool:
+    """The unit is a table row that gives an error code: an error's row."""
+    return unit.kind == "row" and any(name.startswith("code:") for name in _entry_identifiers(unit))
 
 
 def _of_setup(unit: EvidenceUnit, query: Query) -> bool:

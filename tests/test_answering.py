@@ -725,6 +725,24 @@ def test_a_question_that_names_its_error_is_not_answered_by_the_rows_of_other_er
     assert _units(draft.text) == ["The group rebalances when a member fails to poll in time. [1]"], draft.text
 
 
+def test_an_error_row_that_leads_by_its_words_is_shown_without_the_rows_of_other_errors():
+    """ "Broker: Not enough in-sync replicas" names no error: its row led by its words, and the rows of
+    INCONSISTENT_GROUP_PROTOCOL and INVALID_COMMIT_OFFSET_SIZE, which scored next, followed it."""
+    axes = _Axes()
+    table = make_candidate(
+        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
+        unit_scores=(0.8, 0.8, 0.9), unit_vectors=axes.take(3),
+    )  # fmt: skip
+    prose = candidate(axes, "isr", "Topics have a setting for the minimum number of in-sync replicas.", [0.5])
+    draft = extract_answer(ranked([table, prose], "Broker: Not enough in-sync replicas"), shape(max_units_fact=4))
+    _check(draft)
+    assert _units(draft.text) == [
+        "`NOT_ENOUGH_REPLICAS` (Code: 19 · Retriable: True): Messages are rejected since there are fewer in-sync "
+        "replicas than required. [1]",
+        "Topics have a setting for the minimum number of in-sync replicas. [2]",
+    ], draft.text
+
+
 def test_a_row_the_question_names_still_answers_it_beside_its_error():
     axes = _Axes()
     table = make_candidate(
