@@ -515,7 +515,8 @@ def _with_related_settings(
     follower drops out of the ISR?" is answered from the replication design, which names
     `replica.lag.time.max.ms` and not its default, while the setting's entry ranks next). Up to
     `shape.related_max`, as many as keep the answer within `shape.related_max_chars` (and `max_chars`): the
-    units shown keep their place, and a long answer stays as it is."""
+    units shown keep their place, and a long answer stays as it is. Not a setting of one plain word that the
+    answer uses as a word (`field`, `topics`): the answer does not name it."""
     related: list[_Scored] = []
     for unit in scored:  # in passage order, each passage's units in its own
         subject = unit.unit.subject
@@ -528,6 +529,7 @@ def _with_related_settings(
             and subject
             and " " not in subject
             and not any(u.unit.kind == "setting" and u.unit.subject.lower() == subject.lower() for u in shown)
+            and not (_spelt_in(subject, draft.text) and not _identifiers_of(subject))
             and all(subject.lower() != u.unit.subject.lower() for u in related)
         ):
             related.append(unit)

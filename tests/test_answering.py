@@ -1048,6 +1048,18 @@ def test_a_setting_the_answer_names_without_its_entry_is_related_with_its_defaul
     assert draft.text.endswith("Related settings: `replica.lag.time.max.ms` (default 30000) [2]"), draft.text
 
 
+def test_a_setting_of_one_plain_word_the_answer_uses_as_a_word_is_not_related():
+    axes = _Axes()
+    design = candidate(axes, "design", "MirrorMaker replicates topics and consumer groups between clusters.", [0.9])
+    topics = candidate(axes, "topics", _retention_entry("names", ".*"), [0.8], heading="topics")
+    draft = extract_answer(
+        ranked([design, topics], "what does MirrorMaker replicate?"),
+        shape(max_units_fact=1, related_max=3, relative_cutoff=0.4),
+    )
+    _check(draft)
+    assert "Related settings" not in draft.text, draft.text
+
+
 def test_a_setting_the_answer_names_is_not_related_again_and_one_without_default_says_so():
     axes = _Axes()
     entry = candidate(axes, "ms", _retention_entry("milliseconds", "604800000"), [0.9], heading="log.retention.ms")
