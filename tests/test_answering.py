@@ -300,10 +300,7 @@ def test_a_table_row_is_no_neighbour_of_the_row_before_it(floor):
     error, raised by nothing but its place in the table ("which jmx bean shows how many partitions each broker
     leads?" also quoted the reassignment-traffic row under the one it asked for)."""
     axes = _Axes()
-    rows = make_candidate(
-        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
-        unit_scores=(0.9, 0.3, 0.2), unit_vectors=axes.take(3),
-    )  # fmt: skip
+    rows = _error_table(axes, (0.9, 0.3, 0.2))
     prose = candidate(axes, "log", "A batch larger than the log segment size is rejected by the broker.", [0.35])
     draft = extract_answer(ranked([rows, prose], FACT), shape(max_units_fact=2, neighbour_weight=0.1, floor=floor))
     _check(draft)
@@ -681,6 +678,14 @@ ERROR_ROWS = (
 MORE_ERROR_ROWS = "INVALID_TIMESTAMP | 32 | False | The timestamp of the message is out of acceptable range."
 
 
+def _error_table(axes: _Axes, scores: tuple[float, ...]):
+    """A chunk of the protocol error table (`ERROR_ROWS`), its three rows scored `scores`."""
+    return make_candidate(
+        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
+        unit_scores=scores, unit_vectors=axes.take(3),
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("question", "rows"),
     [
@@ -713,10 +718,7 @@ def test_a_question_that_names_its_error_is_not_answered_by_the_rows_of_other_er
     OFFSET_METADATA_TOO_LARGE and INVALID_GROUP_ID; "CommitFailedException: …", an error no row names, got six
     rows of other errors. The rows of errors the question does not name neither lead nor follow."""
     axes = _Axes()
-    table = make_candidate(
-        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
-        unit_scores=(0.9, 0.9, 0.9), unit_vectors=axes.take(3),
-    )  # fmt: skip
+    table = _error_table(axes, (0.9, 0.9, 0.9))
     prose = candidate(axes, "poll", "The group rebalances when a member fails to poll in time.", [0.6])
     question = "my consumer fails with CommitFailedException: the group has already rebalanced. what do I do?"
     candidates = [table, prose] if table_first else [prose, table]
@@ -729,10 +731,7 @@ def test_an_error_row_that_leads_by_its_words_is_shown_without_the_rows_of_other
     """ "Broker: Not enough in-sync replicas" names no error: its row led by its words, and the rows of
     INCONSISTENT_GROUP_PROTOCOL and INVALID_COMMIT_OFFSET_SIZE, which scored next, followed it."""
     axes = _Axes()
-    table = make_candidate(
-        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
-        unit_scores=(0.8, 0.8, 0.9), unit_vectors=axes.take(3),
-    )  # fmt: skip
+    table = _error_table(axes, (0.8, 0.8, 0.9))
     prose = candidate(axes, "isr", "Topics have a setting for the minimum number of in-sync replicas.", [0.5])
     draft = extract_answer(ranked([table, prose], "Broker: Not enough in-sync replicas"), shape(max_units_fact=4))
     _check(draft)
@@ -745,10 +744,7 @@ def test_an_error_row_that_leads_by_its_words_is_shown_without_the_rows_of_other
 
 def test_a_row_the_question_names_still_answers_it_beside_its_error():
     axes = _Axes()
-    table = make_candidate(
-        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
-        unit_scores=(0.5, 0.6, 0.9), unit_vectors=axes.take(3),
-    )  # fmt: skip
+    table = _error_table(axes, (0.5, 0.6, 0.9))
     question = "RecordTooLargeException on produce: is it RECORD_LIST_TOO_LARGE?"
     draft = extract_answer(ranked([table], question), shape(max_units_troubleshoot=4))
     _check(draft)
@@ -770,10 +766,7 @@ def test_a_rows_name_is_asked_about_only_when_its_words_stand_together_in_the_qu
 def test_a_row_is_named_by_its_error_code_too():
     # "error code 25 what does it mean" opened with the rows for -1, 1 and 2.
     axes = _Axes()
-    table = make_candidate(
-        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=ERROR_ROWS,
-        unit_scores=(0.9, 0.3, 0.8), unit_vectors=axes.take(3),
-    )  # fmt: skip
+    table = _error_table(axes, (0.9, 0.3, 0.8))
     draft = extract_answer(ranked([table], "error code 18 what does it mean"), shape(max_units_fact=3))
     _check(draft)
     assert _units(draft.text) == [
