@@ -877,13 +877,14 @@ def _entry_identifiers(unit: EvidenceUnit) -> set[str]:
 
 def _spelt_in(subject: str, text: str) -> bool:
     """A one-word subject is named only as spelt: "how do I rename a topic" does not name the `renames` field
-    of a transform, though both fold to "rename". A word the corpus writes in capitals as a name (the error
+    of a transform, though both fold to "rename"; nor does a path's segment ("… instead of polling /status") name
+    the `status` metric. A word the corpus writes in capitals as a name (the error
     `NONE`, the ACL operation `READ`) is named only in capitals: "Leader: none" and "can it read …" use the word."""
     if len(subject.split()) > 1:
         return True
     if subject.isalpha() and subject.isupper() and len(subject) > 1:
         return re.search(rf"(?<![\w.-]){re.escape(subject)}(?![\w-]|\.\w)", text) is not None
-    return re.search(rf"(?<![\w.-]){re.escape(subject.lower())}(?![\w-]|\.\w)", text.lower()) is not None
+    return re.search(rf"(?<![\w./-]){re.escape(subject.lower())}(?![\w-]|\.\w)", text.lower()) is not None
 
 
 def _page_named(unit: _Scored, candidates: tuple[Candidate, ...], query: Query) -> int:

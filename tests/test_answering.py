@@ -629,6 +629,30 @@ def test_a_one_word_setting_is_named_only_as_it_is_spelt(question, leader):
 NONE_ROW = "Error | Code | Retriable | Description\nNONE | 0 | False | \nUNKNOWN_SERVER_ERROR | -1 | False | Oops."
 
 
+STATUS_ROW = (
+    "Metric/Attribute name | Description | Mbean name\n"
+    "status | The status of the connector. | kafka.connect:type=connector-metrics\n"
+    "connector-count | The number of connectors run in this worker. | kafka.connect:type=connect-worker-metrics"
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "leader"),
+    [
+        # a REST path's segment is the endpoint, not the metric: the worker metric the question asks for leads
+        ("is there a worker metric that counts task starts, so I don't poll /status?", "Task starts are counted"),
+        ("what does the status metric of a connector show?", "`status`"),
+    ],
+)
+def test_a_one_word_row_is_not_named_by_a_path_segment(question, leader):
+    axes = _Axes()
+    prose = candidate(axes, "worker", "Task starts are counted by the worker metrics.", [0.7])
+    table = candidate(axes, "connect", STATUS_ROW, [0.5, 0.4], heading="Connect Monitoring")
+    draft = extract_answer(ranked([prose, table], question), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.startswith(leader), draft.text
+
+
 @pytest.mark.parametrize(
     ("question", "leader"),
     [
