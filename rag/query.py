@@ -440,10 +440,19 @@ MAX_ASK_CHARS = 2000  # of the user's own lines
 def question_asks(text: str) -> tuple[str, ...]:
     """The questions the user's own sentences ask (those ending in "?", split where a question word starts
     a further ask), when they ask more than one: each is searched alone, so the answer can hold one unit for
-    each. Pasted logs, commands, stack frames and fenced blocks are no asks."""
+    each. Pasted logs, commands, stack frames and fenced blocks are no asks. An ask too short to be searched
+    alone that opens its sentence is searched with the user's statement before it, which says what it is
+    about: "User:ledger-writer already has WRITE on the topic. Which ACL is missing, and …?"."""
     sentences = _own_sentences(text)
-    parts = [p.strip(" ?") for s in sentences if s.rstrip().endswith("?") for p in _NEXT_ASK.split(s)]
-    asking = [p for p in parts if _ASKS.match(p)]  # "Topic orders keeps growing, why is that?" asks one thing
+    asking: list[str] = []
+    for before, sentence in itertools.pairwise(("", *sentences)):
+        if not sentence.rstrip().endswith("?"):
+            continue
+        # "Topic orders keeps growing, why is that?" asks one thing
+        pieces = [piece for piece in (p.strip(" ?") for p in _NEXT_ASK.split(sentence)) if _ASKS.match(piece)]
+        if pieces and before and not before.rstrip().endswith("?") and len(tokenize(pieces[0])) < MIN_ASK_TERMS:
+            pieces[0] = f"{before} {pieces[0]}"
+        asking += pieces
     asks = [p for p in asking if len(tokenize(p)) >= MIN_ASK_TERMS]
     return tuple(asks[:MAX_ASKS]) if len(asking) > 1 else ()
 

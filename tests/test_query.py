@@ -790,10 +790,23 @@ def test_rewrite_takes_the_subject_from_the_answers_lead_not_from_what_its_sourc
             "```\nwhat is this? and why is that broken?\n```\nWhat does the stack trace above mean for our consumers?",
             (),
         ),
-        # "What is acks" has too few words to be searched alone
+        # "What is acks" has too few words to be searched alone: with the statement before it
         (
             "Our consumer group lags. What is acks and which setting raises throughput?",
-            ("which setting raises throughput",),
+            ("Our consumer group lags. What is acks", "which setting raises throughput"),
+        ),
+        (
+            "User:ledger-writer already has WRITE on the ledger topic. Which ACL is missing, and what's the "
+            "kafka-acls command to add it?",
+            (
+                "User:ledger-writer already has WRITE on the ledger topic. Which ACL is missing",
+                "what's the kafka-acls command to add it",
+            ),
+        ),
+        # ... but not with an ask before it: "what's its default" leans on that one, whose answer it sits beside
+        (
+            "What does the acks setting control on a producer? And what's its default?",
+            ("What does the acks setting control on a producer",),
         ),
     ],
 )
