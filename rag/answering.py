@@ -328,6 +328,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
         chars += cost
     chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars)
     chosen, budget = _with_what_they_follow(chosen, by_place, budget)
+    chosen, budget = _with_their_sequels(chosen, by_place, budget)
     chosen, budget = _with_their_items(chosen, ranked.candidates, by_place, budget)
     chosen, budget = _with_whole_lists(chosen, scored, ranked.candidates, by_place, budget)
     shown = _with_what_lead_ins_introduce(chosen, by_place, budget)
@@ -626,6 +627,32 @@ def _with_what_they_follow(
             run.insert(0, dataclasses.replace(before, bucket=unit.bucket))
             budget -= 0 if moved else before.size
         shown += run
+    return shown, budget
+
+
+def _with_their_sequels(
+    chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored], budget: int
+) -> tuple[list[_Scored], int]:
+    """A chosen sentence is followed by the sentence after it in its passage when that one draws on it ("So, if
+    the number of consumers is larger than the number of partitions, some consumers will never get any data."
+    after "a topic partition is the smallest unit that we distribute messages among consumers"): when the
+    character budget allows, and when it is no faint match nor a question (which states nothing). Returns the
+    units and the budget left."""
+    shown: list[_Scored] = []
+    for unit in chosen:
+        shown.append(unit)
+        after = by_place.get((unit.candidate_index, unit.unit.position + 1))
+        if (
+            after is not None
+            and _leans_back(after)
+            and not after.faint
+            and not after.unit.text.rstrip().endswith("?")
+            and not _among(after, chosen)
+            and not _among(after, shown)
+            and after.size <= budget
+        ):
+            shown.append(dataclasses.replace(after, bucket=unit.bucket))
+            budget -= after.size
     return shown, budget
 
 

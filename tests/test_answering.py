@@ -1207,6 +1207,38 @@ def test_a_sentence_that_leans_on_the_one_before_is_shown_after_it_when_it_fits(
         assert units[0] == "An idempotent producer that restarts gets a new producer id. [1]"
 
 
+PARTITIONS = (
+    "A topic partition is the smallest unit that messages are distributed by among the consumers of a group. "
+    "{sequel} "
+    "The solution is to add partitions."
+)
+
+
+@pytest.mark.parametrize(
+    ("sequel", "score", "max_chars", "shown"),
+    [
+        ("So, if there are more consumers than partitions, some consumers never get any data.", 0.5, 5000, 2),
+        ("So, if there are more consumers than partitions, some consumers never get any data.", 0.5, 150, 1),  # no room
+        ("So, if there are more consumers than partitions, some consumers never get any data.", 0.2, 5000, 1),  # faint
+        ("So, what happens when there are more consumers than partitions?", 0.5, 5000, 1),  # a question states nothing
+        ("Consumers in other groups get their own copy.", 0.5, 5000, 1),  # says something of its own
+    ],
+)
+def test_a_sentence_that_draws_on_a_chosen_one_follows_it_when_it_fits(sequel, score, max_chars, shown):
+    """ "only 8 of my 12 consumers get messages" was answered by the first sentence; what it means for the
+    user, the one after it, scored just under the units a lower passage filled the answer with."""
+    axes = _Axes()
+    passage = candidate(axes, "faq", PARTITIONS.format(sequel=sequel), [0.9, score, 0.1])
+    question = "I started 12 consumers in one group but only 8 of them ever get messages"
+    draft = extract_answer(ranked([passage], question), shape(max_units_fact=1, max_chars=max_chars, floor=0.3))
+    _check(draft)
+    units = _units(draft.text)
+    assert len(units) == shown, draft.text
+    assert units[0].startswith("A topic partition")
+    if shown == 2:
+        assert units[1] == f"{sequel} [1]"
+
+
 def test_a_lead_that_leans_back_pays_for_the_sentence_it_leans_on_before_other_units():
     # "How can I throttle replication traffic?" led with "Failure to do so could cause …", alone: the
     # sentence it leans on was left for last, and a lower passage had taken the room.
