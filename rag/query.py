@@ -30,10 +30,6 @@ LEANED_ON_TURNS = 4  # ... read from the turns (two exchanges) before that one
 MAX_PHRASES = 4000  # word runs looked up as error or CamelCase names, per question: a 200 KB paste stays cheap
 MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
 FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
-# ... and one this long does so even when it says "it" or "that" ("we tested it: the offsets didn't disappear at
-# the 7 day mark, … is there a separate interval for how often the broker looks for expired offsets?"). Held out
-# on the tuning parts: 14 lets two answers pass and none fail; 12 and 10 cost two and four; 16 gains one.
-FOLLOWUP_ANAPHORA_MAX_TERMS = 14
 
 _TIMESTAMP = re.compile(
     r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
@@ -724,8 +720,7 @@ def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
     if extract_identifiers(question) and not _ANAPHORA.search(question):
         return False
     content = [t for t in tokenize(question) if len(t) > 3]
-    refers_back = _ANAPHORA.search(question) is not None and len(content) <= FOLLOWUP_ANAPHORA_MAX_TERMS
-    return refers_back or bool(_FOLLOWUP_START.match(question)) or len(content) <= FOLLOWUP_MAX_TERMS
+    return bool(_ANAPHORA.search(question) or _FOLLOWUP_START.match(question)) or len(content) <= FOLLOWUP_MAX_TERMS
 
 
 def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str:
