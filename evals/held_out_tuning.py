@@ -12,17 +12,24 @@ see it, with the shipped ranker, abstention and answer settings, and scored as `
 The report (`evals/reports/held_out_tuning.md`) gives these figures beside the served index's, per golden
 file: the held-out ones are the figures to compare a change to ranking, abstention or answers by. Test-part
 ids are never read.
+
+To judge a change question by question: run with `--held-out-only --outcomes before.json` on the old code,
+then `--held-out-only --outcomes after.json --against before.json` on the new; the second run prints the
+tuning questions that newly pass or fail (`kafka-rag eval`'s pass: evidence in the top five, answered, key
+facts found; declined when uncovered) and those whose key facts changed.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from evals.fit_embedding import add_half_indexes_argument, half, half_index_pairs
 from evals.golden import GoldenItem, add_set_argument, load_golden, select_part
-from evals.metrics import QuestionScore, summarise
+from evals.metrics import QuestionScore, flips, summarise
 from evals.report import GROUP_METRICS, fmt
 from evals.runner import evaluate, score
 from rag import Assistant, Settings
@@ -54,20 +61,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--own-history", action="store_true", help="follow-ups after the assistant's own answers (`kafka-rag eval`)"
     )
+    parser.add_argument("--held-out-only", action="store_true", help="skip the served index's in-sample figures")
+    parser.add_argument("--outcomes", type=Path, help="write each held-out question's outcome to this JSON file")
+    parser.add_argument("--against", type=Path, help="an earlier --outcomes file: print the questions that changed")
     args = parser.parse_args(argv)
     if not args.half_indexes:
         parser.error("--half-indexes is required: two indexes per --set")
+    earlier = _read_outcomes(parser, args.against) if args.against else None
     rows = []
+    outcomes: dict[str, dict[str, Any]] = {}
     for (golden, corpus, index), halves in zip(args.set, half_index_pairs(parser, args), strict=True):
         items = select_part(load_golden(golden, corpus), "tune")  # read once: the evidence check parses sources
-        for label, indexes in (("served index (in-sample)", [index]), ("held out", list(halves))):
-            metrics = summarise(tuning_scores(items, indexes, own_history=args.own_history))
+        runs = [("held out", list(halves))]
+        if not args.held_out_only:
+            runs.insert(0, ("served index (in-sample)", [index]))
+        for label, indexes in runs:
+            scores = tuning_scores(items, indexes, own_history=args.own_history)
+            metrics = summarise(scores)
             rows.append((golden.name, label, metrics))
             figures = ", ".join(f"{name} {fmt(metrics[name], name)}" for name in COLUMNS)
             print(f"{golden.name}, {label}: {metrics['questions']} questions; {figures}")
+        # the held-out run is the last
+        outcomes |= {s.id: {**s.outcome(), "key_fact_recall": s.key_fact_recall} for s in scores}
     _report(args.report, rows)
     print(f"wrote {args.report}")
+    if args.outcomes:
+        args.outcomes.write_text(json.dumps(outcomes, indent=0, sort_keys=True), encoding="utf-8")
+        print(f"wrote {args.outcomes}")
+    if earlier is not None:
+        _print_changes(earlier, outcomes)
     return 0
+
+
+def _read_outcomes(parser: argparse.ArgumentParser, path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        parser.error(f"--against {path}: cannot read it as an --outcomes file ({exc})")
+
+
+def _print_changes(earlier: Mapping[str, Mapping[str, Any]], now: Mapping[str, Mapping[str, Any]]) -> None:
+    """The questions of both runs that newly fail or pass, then those whose key facts alone changed."""
+    broke, fixed = flips(earlier, now)
+    facts = [
+        f"{qid} {earlier[qid]['key_fact_recall']:.2f} -> {now[qid]['key_fact_recall']:.2f}"
+        for qid in now
+        if qid in earlier
+        and qid not in broke + fixed
+        and now[qid]["key_fact_recall"] is not None
+        and earlier[qid]["key_fact_recall"] is not None
+        and now[qid]["key_fact_recall"] != earlier[qid]["key_fact_recall"]
+    ]
+    print(f"now failing ({len(broke)}): {', '.join(broke) or '-'}")
+    print(f"now passing ({len(fixed)}): {', '.join(fixed) or '-'}")
+    print(f"key facts changed ({len(facts)}): {', '.join(facts) or '-'}")
 
 
 def _report(path: Path, rows: Sequence[tuple[str, str, dict]]) -> None:

@@ -507,6 +507,34 @@ def test_held_out_tuning_asks_each_tuning_question_of_the_half_index_that_did_no
     assert rows[0].split("|")[3:] == rows[1].split("|")[3:]  # the same index behind both: the same figures
 
 
+def test_held_out_tuning_writes_outcomes_and_names_the_questions_that_changed_against_earlier_ones(
+    seeds_index, golden, tmp_path, capsys
+):
+    halves = _half_indexes(seeds_index, tmp_path)
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--half-indexes", *map(str, halves)]
+    argv += ["--held-out-only", "--report", str(tmp_path / "report.md")]
+    before = tmp_path / "before.json"
+    assert held_out_tuning.main([*argv, "--outcomes", str(before)]) == 0
+    outcomes = json.loads(before.read_text(encoding="utf-8"))
+    assert sorted(outcomes) == sorted(i.id for i in select_part(golden, "tune"))  # no test-part question
+    rows = [line for line in (tmp_path / "report.md").read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[1] for row in rows[1:]] == ["held out"]  # no in-sample row
+    # an earlier run in which one passing answer failed and one answer had fewer facts
+    passing = next(qid for qid, o in outcomes.items() if o["pass"] and o["key_fact_recall"] == 1.0)
+    fewer = next(qid for qid, o in outcomes.items() if o["pass"] and o["key_fact_recall"] == 1.0 and qid != passing)
+    earlier = outcomes | {
+        passing: outcomes[passing] | {"pass": False},
+        fewer: outcomes[fewer] | {"key_fact_recall": 0.5},
+    }
+    before.write_text(json.dumps(earlier), encoding="utf-8")
+    capsys.readouterr()
+    assert held_out_tuning.main([*argv, "--against", str(before)]) == 0
+    printed = capsys.readouterr().out
+    assert "now failing (0): -" in printed
+    assert f"now passing (1): {passing}" in printed
+    assert f"key facts changed (1): {fewer} 0.50 -> 1.00" in printed
+
+
 def test_the_ranker_fit_collects_with_the_first_stage_when_the_shipped_model_has_other_features(tmp_path):
     """A feature added to the code makes the shipped model unloadable: its fit must still run to replace it
     (it failed with "re-run its fit script" before)."""
