@@ -587,6 +587,13 @@ def test_the_entry_of_the_setting_the_question_names_leads_the_answer():
     assert "Default: all" in _units(draft.text)[0], draft.text
 
 
+def _assert_led_by(candidates, question: str, leader: str) -> None:
+    """The two-unit answer that `candidates` give to `question` opens with `leader`."""
+    draft = extract_answer(ranked(candidates, question), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.startswith(leader), draft.text
+
+
 GUARANTEE = "\n".join(
     ["The processing guarantee that should be used.", "", "Type: | string", "Default: | at_least_once"]
 )
@@ -604,9 +611,7 @@ def test_the_entry_of_a_setting_the_user_only_says_they_have_does_not_take_the_l
     axes = _Axes()
     prose = candidate(axes, "commit", "Streams commits every 100 ms under exactly-once.", [0.5])
     entry = candidate(axes, "guarantee", GUARANTEE, [0.4], heading="processing.guarantee")
-    draft = extract_answer(ranked([prose, entry], question), shape(max_units_fact=2))
-    _check(draft)
-    assert draft.text.startswith(leader), draft.text
+    _assert_led_by([prose, entry], question, leader)
 
 
 RENAMES = "\n".join(["Field rename mappings.", "", "Type: | list", 'Default: | ""', "Importance: | medium"])
@@ -621,12 +626,7 @@ def test_a_one_word_setting_is_named_only_as_it_is_spelt(question, leader):
     axes = _Axes()
     prose = candidate(axes, "topics", "It is not possible to rename a topic directly.", [0.6])
     entry = candidate(axes, "renames", RENAMES, [0.9], heading="renames")
-    draft = extract_answer(ranked([prose, entry], question), shape(max_units_fact=2))
-    _check(draft)
-    assert draft.text.startswith(leader), draft.text
-
-
-NONE_ROW = "Error | Code | Retriable | Description\nNONE | 0 | False | \nUNKNOWN_SERVER_ERROR | -1 | False | Oops."
+    _assert_led_by([prose, entry], question, leader)
 
 
 STATUS_ROW = (
@@ -648,9 +648,10 @@ def test_a_one_word_row_is_not_named_by_a_path_segment(question, leader):
     axes = _Axes()
     prose = candidate(axes, "worker", "Task starts are counted by the worker metrics.", [0.7])
     table = candidate(axes, "connect", STATUS_ROW, [0.5, 0.4], heading="Connect Monitoring")
-    draft = extract_answer(ranked([prose, table], question), shape(max_units_fact=2))
-    _check(draft)
-    assert draft.text.startswith(leader), draft.text
+    _assert_led_by([prose, table], question, leader)
+
+
+NONE_ROW = "Error | Code | Retriable | Description\nNONE | 0 | False | \nUNKNOWN_SERVER_ERROR | -1 | False | Oops."
 
 
 @pytest.mark.parametrize(
@@ -669,9 +670,7 @@ def test_a_word_the_corpus_writes_in_capitals_is_named_only_in_capitals(question
         "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=NONE_ROW,
         unit_scores=(0.7, 0.1), unit_vectors=axes.take(2),
     )  # fmt: skip
-    draft = extract_answer(ranked([prose, rows], question), shape(max_units_fact=2))
-    _check(draft)
-    assert draft.text.startswith(leader), draft.text
+    _assert_led_by([prose, rows], question, leader)
 
 
 RESILIENCE = (
