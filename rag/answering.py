@@ -647,8 +647,7 @@ def _with_their_sequels(
             and _leans_back(after)
             and not after.faint
             and not after.unit.text.rstrip().endswith("?")
-            and not _among(after, chosen)
-            and not _among(after, shown)
+            and not _among(after, chosen)  # each sentence has one sequel: none is added twice
             and after.size <= budget
         ):
             shown.append(dataclasses.replace(after, bucket=unit.bucket))
