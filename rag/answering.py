@@ -28,7 +28,7 @@ import numpy as np
 from rag.identifiers import extract_identifiers
 from rag.lexical import tokenize
 from rag.passages import NOT_COVERED, Citation, Passage
-from rag.query import Query
+from rag.query import Query, told_words
 from rag.ranking import Ranked
 from rag.retrieval import Candidate, CandidatePool
 from rag.settings import Settings
@@ -74,6 +74,8 @@ class AnswerShape:
     max_chars: int  # stop adding units past this many characters
     ask_min: float  # the best unit for one of several asks is held when it scores this much for that ask
     floor: float  # cosine a unit needs to be chosen for its own sake, not only beside a chosen one
+    told_min_words: int  # a follow-up is not led by a sentence this long that the last answer showed (0: off)
+    told_max_gap: float  # ... when a unit it did not show scores within this much of it
     related_max: int  # setting entries the answer does not quote, named with their defaults after it
     related_depth: int  # ... from this many first passages
     related_max_chars: int  # ... in an answer that stays within this many characters with them
@@ -95,6 +97,8 @@ class AnswerShape:
             max_chars=settings.answer_max_chars,
             ask_min=settings.unit_ask_min,
             floor=settings.unit_floor,
+            told_min_words=settings.unit_told_min_words,
+            told_max_gap=settings.unit_told_max_gap,
             related_max=settings.related_settings_max,
             related_depth=settings.related_settings_depth,
             related_max_chars=settings.related_settings_max_chars,
@@ -212,9 +216,20 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     defining = [u for u in scored if defines(u.unit, query.defined)]
     lead_pool = [u for u in named if u.candidate_index == 0] or named or defining or lead_pool
     lead = max(lead_pool, key=lambda u: u.score)
+    # A follow-up asks for something new: what the last answer said leads it only when nothing else of the pool
+    # rises over the floor within `told_max_gap` of it (it may still follow the lead).
+    if _told(lead, query, shape):
+        fresh = [u for u in lead_pool if not u.faint and not _told(u, query, shape)]
+        lead = max(
+            (u for u in fresh if u.score >= lead.score - shape.told_max_gap), key=lambda u: u.score, default=lead
+        )
     # Of two entries for the same name, the one under a heading of that name is the reference: the producer's
     # `acks` section, not the `acks` row of a table of settings recommended for resiliency.
-    twins = [u for u in named if u.unit.subject.lower() == lead.unit.subject.lower() and _is_own_entry(u)]
+    twins = [
+        u
+        for u in named
+        if u.unit.subject.lower() == lead.unit.subject.lower() and _is_own_entry(u) and not _told(u, query, shape)
+    ]
     if twins and not _is_own_entry(lead):
         lead = max(twins, key=lambda u: u.score)
     # Of the same setting's entries on several reference pages (the broker's, the topic's and the producer's
@@ -231,7 +246,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
             and u.unit.subject.lower() == entry.unit.subject.lower()
         ]
         named_page = max(namesakes, key=lambda u: _page_named(u, ranked.candidates, query))
-        if _page_named(named_page, ranked.candidates, query) > _page_named(entry, ranked.candidates, query):
+        named_higher = _page_named(named_page, ranked.candidates, query) > _page_named(entry, ranked.candidates, query)
+        if named_higher and not _told(named_page, query, shape):
             lead = named_page
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
     layout = query.intent == "troubleshoot"
@@ -335,6 +351,26 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     after_lead = tuple(_place(u) for u in sources)
     draft, shown = _within(ranked.candidates, shown, layout, shape.max_chars, after_lead)
     return _with_related_settings(draft, ranked.candidates, shown, layout, after_lead, scored, shape)
+
+
+def _told(unit: _Scored, query: Query, shape: AnswerShape) -> bool:
+    """The conversation's last answer showed this unit: its longest sentence, of `AnswerShape.told_min_words`
+    words or more, is among that answer's words (`Query.told`). The longest sentence of a row or an entry is its
+    description, which an answer quotes as it stands whatever it makes of the name and labels around it."""
+    if not query.told or not shape.told_min_words:
+        return False
+    sentences = (
+        sentence
+        for part in unit.unit.parts
+        for line in part.split("\n")
+        for cell in row_cells(line)
+        for sentence in _SENTENCE_END.split(cell)
+    )
+    words = max((told_words(sentence) for sentence in sentences), key=len, default="")
+    return len(words.split()) >= shape.told_min_words and f" {words} " in query.told
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:

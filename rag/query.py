@@ -203,6 +203,9 @@ class Query:
     # The user's own lines ask how to do something ("how do I …", "how to …", "is there a command that …"):
     # what to do answers it, more than what the thing is.
     how_to: bool = False
+    # For a follow-up, the words of the conversation's last answer as `told_words` spells them, spaced at both
+    # ends: what the user has just been told (a follow-up asks for something new).
+    told: str = ""
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -363,7 +366,22 @@ def parse_query(
         label=opening_label(text),
         defined=() if followup else defined_thing(text),
         how_to=any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words),
+        told=_last_answer_words(history) if followup else "",
     )
+
+
+def told_words(text: str) -> str:
+    """`text`'s words, lower-cased and single-spaced: a sentence reads the same whatever markup an answer gave it
+    (backticks, a `·`-separated line of labels, citation markers)."""
+    return " ".join(_WORDS.findall(text.lower()))
+
+
+def _last_answer_words(history: Sequence[Mapping[str, str]]) -> str:
+    answer = next((t.get("content", "") for t in reversed(history) if t.get("role") == "assistant"), "")
+    return f" {told_words(answer)} " if answer.strip() else ""
+
+
+_WORDS = re.compile(r"\w+")
 
 
 # A question that only asks what something is: "what is the ISR?", "what's a tombstone?", "what are quotas?",

@@ -60,6 +60,8 @@ def shape(**overrides) -> AnswerShape:
         "max_chars": 5000,
         "ask_min": 0.8,
         "floor": 0.0,
+        "told_min_words": 0,
+        "told_max_gap": 9.0,
         "related_max": 0,
         "related_depth": 5,
         "related_max_chars": 5000,
@@ -1799,3 +1801,50 @@ def test_units_that_read_alike_but_name_different_settings_are_both_shown():
     _check(draft)
     assert "`groups.blacklist`" in draft.text, draft.text
     assert "from MirrorMaker" not in draft.text, draft.text
+
+
+# ------------------------------------------------------------------------------------ a follow-up's lead
+
+GROUPS = (
+    "Consumers in a group share the partitions of the topics that they subscribe to between them. "
+    "The rebalance-rate-per-hour metric shows how often the group has been rebalancing lately. "
+    "Rebalances are short."
+)
+GROUPS_ANSWER = "Consumers in a group share the partitions of the topics that they subscribe to between them. [1]"
+FOLLOW_UP = "and how can I see how often that happens?"
+
+
+def _after(answer: str, text: str, scores, question: str = FOLLOW_UP, **overrides):
+    """The checked answer that one passage of `text` gives to `question` asked after `answer`."""
+    history = [{"role": "user", "content": "how do consumer groups split the work?"}]
+    history.append({"role": "assistant", "content": answer})
+    top = candidate(_Axes(), "top", text, scores)
+    pool = dataclasses.replace(make_pool([top], question=question), query=parse_query(question, history))
+    draft = extract_answer(
+        Ranked(pool, (top,), (1.0,)), shape(**{"max_units_fact": 2, "told_min_words": 12} | overrides)
+    )
+    _check(draft)
+    return _units(draft.text)
+
+
+def test_a_follow_up_is_not_led_by_the_sentence_the_last_answer_showed():
+    """Asked after the assistant's own answers, half of the tuning follow-ups led with the block the answer before
+    had led with: the user, who asked for something new, read the same sentence again first."""
+    units = _after(GROUPS_ANSWER, GROUPS, [0.9, 0.8, 0.1])
+    assert "rebalance-rate-per-hour" in units[0], units
+    assert units[1].startswith("Consumers in a group share"), units  # it still follows, scoring second
+    assert _after("Rebalances are short. [1]", GROUPS, [0.9, 0.8, 0.1])[0].startswith("Consumers in a group")
+    assert _after(GROUPS_ANSWER, GROUPS, [0.9, 0.8, 0.1], told_min_words=0)[0].startswith("Consumers in a group")
+
+
+def test_a_short_sentence_the_last_answer_showed_may_lead_again():
+    """ "By default, clients receive an unlimited quota." is the fact "and if nothing is configured?" asks for."""
+    text = "By default, clients receive an unlimited quota. Quotas can be set per user and per client id as well."
+    units = _after("By default, clients receive an unlimited quota. [1]", text, [0.9, 0.8])
+    assert units[0].startswith("By default, clients receive an unlimited quota."), units
+
+
+def test_a_told_sentence_leads_when_nothing_else_rises_over_the_floor_or_comes_near_it():
+    assert _after(GROUPS_ANSWER, GROUPS, [0.9, 0.5, 0.1], floor=0.6)[0].startswith("Consumers in a group")
+    assert _after(GROUPS_ANSWER, GROUPS, [0.9, 0.8, 0.1], told_max_gap=0.05)[0].startswith("Consumers in a group")
+    assert "rebalance-rate-per-hour" in _after(GROUPS_ANSWER, GROUPS, [0.9, 0.8, 0.1], told_max_gap=0.15)[0]

@@ -784,6 +784,21 @@ def test_rewrite_carries_the_identifiers_the_answers_lead_names_first_not_the_fi
     assert "aborttransaction" not in query.text
 
 
+def test_a_follow_up_knows_the_words_of_the_last_answer_and_a_standalone_question_does_not():
+    answer = "`retention.ms`: This configuration controls the maximum time we will retain a log. [1]"
+    history = [
+        {"role": "user", "content": "which setting keeps data for a week?"},
+        {"role": "assistant", "content": "An older answer."},
+        {"role": "user", "content": "and per topic?"},
+        {"role": "assistant", "content": answer},
+    ]
+    told = parse_query("and how do I change it?", history).told
+    assert told == " retention ms this configuration controls the maximum time we will retain a log 1 "
+    assert "older" not in told
+    assert parse_query("What does the Kafka Streams commit.interval.ms setting control?", history).told == ""
+    assert parse_query("and how do I change it?").told == ""
+
+
 @pytest.mark.parametrize(
     ("question", "asks"),
     [

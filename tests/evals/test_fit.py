@@ -15,6 +15,7 @@ import evals.fit_ranker as fit_ranker
 import evals.held_out_tuning as held_out_tuning
 import evals.tune_answers as tune_answers
 import evals.tune_chunking as tune_chunking
+import evals.tune_followups as tune_followups
 import evals.tune_fusion as tune_fusion
 import rag.service as service
 from evals.golden import load_golden, part_of, select_part
@@ -547,3 +548,44 @@ def test_the_ranker_fit_collects_with_the_first_stage_when_the_shipped_model_has
     model = fit_ranker.collecting_ranker(stale)
     features = np.random.default_rng(0).normal(size=(6, len(RANK_FEATURES)))
     assert np.allclose(model.scores(features), features[:, fit_ranker.FIRST_STAGE])
+
+
+def test_follow_up_tuning_asks_tuning_follow_ups_after_the_assistants_own_answers(
+    seeds_index, golden, monkeypatch, tmp_path
+):
+    """Each follow-up of the tuning part is asked after the assistant's own answers to its earlier turns (the
+    golden file's assistant turns are written by hand and never repeat a passage); no test-part turn is read."""
+    monkeypatch.setattr(tune_followups, "MIN_WORDS", (0, 12))
+    monkeypatch.setattr(tune_followups, "MAX_GAPS", (0.1, 9.0))
+    asked: list[tuple[str, tuple]] = []
+    real = Assistant.ask
+
+    def spy(self, question, history=(), **kwargs):
+        asked.append((question, tuple(history)))
+        return real(self, question, history, **kwargs)
+
+    monkeypatch.setattr(Assistant, "ask", spy)
+    report = tmp_path / "tune_followups.md"
+    assert tune_followups.main(["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--report", str(report)]) == 0
+    follow_ups = [i for i in select_part(golden, "tune") if i.answerable and i.history]
+    turns = {i.question for i in follow_ups} | {
+        t["content"] for i in follow_ups for t in i.history if t["role"] == "user"
+    }
+    assert asked and {question for question, _ in asked} <= turns
+    written = {t["content"] for i in follow_ups for t in i.history if t["role"] == "assistant"}
+    final = [history for question, history in asked if history and question in {i.question for i in follow_ups}]
+    assert final and all(history[-1]["content"] not in written for history in final)  # the assistant's own answers
+    text = report.read_text(encoding="utf-8")
+    assert "tuning parts only" in text and text.count("\n| 12 |") == 2 and "| 0 (off) |" in text
+    assert "Chosen: (" in text
+
+
+def test_follow_up_tuning_chooses_the_most_leads_with_a_key_fact_then_the_fewest_repeats_then_the_smallest_gap():
+    def result(holds: int, repeats: int) -> tune_followups.Result:
+        return tune_followups.Result(followups=60, lead_holds_fact=holds, lead_repeats=repeats, recall=0.5)
+
+    choose = tune_followups.choose
+    assert choose({(0, 9.0): result(12, 28), (12, 0.1): result(14, 25), (12, 9.0): result(14, 20)}) == (12, 9.0)
+    assert choose({(8, 0.1): result(14, 20), (8, 0.3): result(14, 20), (5, 9.0): result(13, 15)}) == (8, 0.1)
+    answer = "**What to do**\n\nSet `acks=all`. [1][2]\n\nThen restart. [1]"
+    assert tune_followups.lead_block(answer) == "Set `acks=all`."
