@@ -39,7 +39,7 @@ from rag.chunking import lexical_text
 from rag.embedding import ModelIdentity
 from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
 from rag.identifiers import command_flags, defined_identifiers
-from rag.lexical import load_bm25, write_bm25
+from rag.lexical import LEXICAL_VERSION, load_bm25, write_bm25
 from rag.synthetic import SyntheticQuery, synthetic_queries
 from rag.units import UNITS_VERSION
 from rag.vector_index import VectorFile, VectorSearch, choose_index_type, write_vector_index
@@ -388,6 +388,7 @@ class VersionWriter:
                 "vectors": shapes,
                 "faiss": dense,
                 "units_faiss": unit_index,
+                "lexical_version": LEXICAL_VERSION,
                 # The option names the corpus's commands take (`--group`): a question's word after one of
                 # them is the user's own name ("lag on group fraud-scorer"), `rag.retrieval`.
                 "command_flags": sorted(self._flags),
@@ -513,6 +514,12 @@ def load_version(path: Path, expected_model: ModelIdentity | None = None) -> Loa
         raise IndexMismatchError(
             f"Index version {version} in {index_dir}/ was built with evidence units version {built_units}, "
             f"this code uses {UNITS_VERSION}: re-run 'kafka-rag ingest'"
+        )
+    built_lexical = manifest.get("lexical_version", 1)
+    if built_lexical != LEXICAL_VERSION:  # its BM25 postings spell words as this code no longer does
+        raise IndexMismatchError(
+            f"Index version {version} in {index_dir}/ was built with lexical version {built_lexical}, "
+            f"this code uses {LEXICAL_VERSION}: re-run 'kafka-rag ingest' (vectors are reused)"
         )
     chunks, vectors, units, offsets = _open_tables(path, manifest)
     for part in (FAISS_FILE, UNITS_FAISS_FILE, "bm25"):

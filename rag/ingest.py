@@ -43,6 +43,7 @@ from rag.index_store import (
     rows_to_table,
     serving_path,
 )
+from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
 from rag.units import UNITS_VERSION, unit_texts
@@ -525,6 +526,7 @@ def _build(
         and previous
         and not changed_files
         and set(previous_files) == {f.source_path for f in files}
+        and previous.get("lexical_version", 1) == LEXICAL_VERSION  # else the BM25 index is written again
         and _sound(index_dir, progress)
     ):
         version = previous["version"]

@@ -23,6 +23,10 @@ import numpy as np
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own logger to DEBUG on import
 
+# The spelling of the BM25 vocabulary (`tokenize`): an index records the version it was written with and one
+# written with another is refused, as its postings would miss the words a question now spells differently.
+# 2: a singular ending in "che", "she", "xe" or "sse" folds like its plural ("cache" and "caches" are "cach").
+LEXICAL_VERSION = 2
 SPILL_ENTRIES = 1 << 18  # (token, document, count) entries held at a time while the index is written (3 MB)
 BM25_FILES = {  # the file names bm25s.BM25.load reads
     "data": "data.csc.index.npy",
@@ -166,10 +170,14 @@ def correction(word: str, frequency: Callable[[str], int]) -> str | None:
 
 
 def _fold(word: str) -> str:
+    """A word's plural and singular alike: "entries" "entry", "batches" "batch", and a singular whose plural only
+    adds "s" after a hissing sound spelt with an "e" ("cache", "caches") loses the "e" too ("cach")."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes")):
         return word[:-2]
+    if len(word) > 4 and word.endswith(("sse", "she", "che", "xe")):
+        return word[:-1]
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word

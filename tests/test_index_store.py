@@ -23,6 +23,7 @@ from rag.index_store import (
     serving_path,
     write_version,
 )
+from rag.lexical import LEXICAL_VERSION
 from rag.units import UNITS_VERSION
 
 DIMENSION = 16
@@ -240,6 +241,21 @@ def test_an_index_of_other_evidence_units_is_refused(tmp_path):
     manifest["chunker"] = {"units_version": UNITS_VERSION - 1}
     write_version(index_dir, table, manifest, flat_max=100)
     with pytest.raises(IndexMismatchError, match="evidence units version .* re-run 'kafka-rag ingest'"):
+        load_index(index_dir, BUILT_WITH)
+
+
+def test_an_index_whose_bm25_spells_words_otherwise_is_refused(tmp_path):
+    """Postings written before `LEXICAL_VERSION` changed miss the words a question now spells differently
+    ("cache" is "cach"): re-ingest, which reuses the vectors."""
+    index_dir = tmp_path / "index"
+    table, _ = _table(5, 0)
+    write_version(index_dir, table, _manifest(), flat_max=100)
+    assert load_index(index_dir, BUILT_WITH).manifest["lexical_version"] == LEXICAL_VERSION
+    path = serving_path(index_dir) / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    del manifest["lexical_version"]  # written before the version was recorded
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(IndexMismatchError, match="lexical version 1, this code uses .* re-run 'kafka-rag ingest'"):
         load_index(index_dir, BUILT_WITH)
 
 

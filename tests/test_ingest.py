@@ -21,8 +21,9 @@ import pytest
 from rag.chunking import dense_text
 from rag.embedding import load_embedder, model_identity
 from rag.errors import NoDocumentsError, SourceNotFoundError
-from rag.index_store import current_version, load_index, read_chunk_table, read_manifest
+from rag.index_store import current_version, load_index, read_chunk_table, read_manifest, serving_path
 from rag.ingest import chunk_files, chunk_vector, embed_rows, local_engine, planned_texts, run_ingest
+from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count
 from rag.settings import DEFAULT_MODEL, Settings
 from rag.units import UNITS_VERSION, unit_texts
@@ -240,6 +241,17 @@ def test_unchanged_rerun_does_nothing(workspace):
     assert (report.embedded, report.reused, report.documents) == (0, report.chunks, 5)
     assert "chunk_and_embed" not in report.stage_seconds
     assert _snapshot(index_dir) == before  # no new version, nothing rewritten
+
+
+def test_an_unchanged_index_of_another_lexical_version_is_written_again_with_its_vectors(workspace):
+    corpus, index_dir = workspace
+    path = serving_path(index_dir) / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["lexical_version"] = LEXICAL_VERSION - 1
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_must_not_run)
+    assert report.unchanged is False and (report.embedded, report.reused) == (0, report.chunks)
+    assert read_manifest(index_dir)["lexical_version"] == LEXICAL_VERSION
 
 
 def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):

@@ -52,6 +52,8 @@ def test_lower_case_and_stopwords_out():
         ("batches", "batch"),
         ("indexes", "index"),
         ("classes", "class"),
+        ("caches", "cach"),
+        ("cache", "cach"),  # its plural adds only "s": the singular folds with it
         ("status", "status"),
         ("class", "class"),
         ("analysis", "analysis"),
@@ -64,6 +66,8 @@ def test_plural_folding(word, folded):
 
 def test_question_and_chunk_fold_to_the_same_tokens():
     assert set(tokenize("rebalances of consumers")) == set(tokenize("consumer rebalance"))
+    # "Which setting caps the memory of Streams record caches?" never met `statestore.cache.max.bytes`' "cache".
+    assert set(tokenize("record caches")) <= set(tokenize("record cache statestore.cache.max.bytes"))
 
 
 @pytest.fixture(scope="module")
