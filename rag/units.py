@@ -40,8 +40,9 @@ from rag.lexical import inflection_pattern
 # "#" ("# of offline log directories | …") is a row, not a comment; 8: the wrapped lines of a log or exception
 # message belong to its code block, a remark in parentheses ending a line to the sentence before it, and a
 # sentence announcing "the following" block is its lead-in; 9: each item of a list cut for size is also a
-# unit with its lead-in; 10: ... unless it is alone in its piece
-UNITS_VERSION = 10
+# unit with its lead-in; 10: ... unless it is alone in its piece; 11: so is a sentence that points ahead ("Steps
+# are given below.", never quoted alone), which left its list's items to be quoted without it
+UNITS_VERSION = 11
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
@@ -58,6 +59,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9`\"'(\[])")
 # A sentence that announces what comes next in its own words, not with a colon: "One can also add super users
 # in server.properties like the following (note that the delimiter is semicolon …)."
 _ANNOUNCES = re.compile(r"\b(?:the following|as follows|like this)\b", re.I)
+_POINTS_DOWN = re.compile(r"^(?:Below|Here) (?:is|are)\b|\bbelow\.$")
 # A short remark in parentheses that ends the line ("… may re-introduce the conflict. (reported to fail 65% of
 # the time)") belongs to the sentence before it; quoted alone it says nothing.
 _TRAILING_REMARK = re.compile(r"\([^()]{1,120}\)[.!?]?\s*$")
@@ -379,8 +381,7 @@ class _Builder:
         if line.kind == "item":  # an item introduces what is indented under it, or nothing
             current = self.lines[index]
             return last if current.kind == "fence" or current.indent > line.indent else None
-        sentence = last.of(self.text)
-        if sentence.endswith(":") or _dangling(sentence) or _ANNOUNCES.search(sentence):
+        if _introduces(last.of(self.text)):
             return last
         return None
 
@@ -569,6 +570,17 @@ class _Builder:
             and below is not None
             and below.kind in ("text", "item")
         )
+
+
+def _introduces(sentence: str) -> bool:
+    """The sentence before a block is its lead-in: it ends with a colon, stops mid-phrase ("To add partitions you
+    can do"), announces "the following", or points down to it ("Steps are given below.", "Here are the required
+    parameters."; not a sentence ending "… here.", which names a link in the docs' text)."""
+    return (
+        sentence.endswith(":")
+        or _dangling(sentence)
+        or bool(_ANNOUNCES.search(sentence) or _POINTS_DOWN.search(sentence))
+    )
 
 
 def _dangling(sentence: str) -> bool:
@@ -775,7 +787,7 @@ def list_ending(text: str, continues_code: bool = False) -> tuple[str, bool] | N
     if line.kind != "text":
         return "", True
     last = _sentence_spans(text, _Span(line.start, line.end))[-1].of(text)
-    return (last if last.endswith(":") or _dangling(last) or _ANNOUNCES.search(last) else ""), True
+    return (last if _introduces(last) else ""), True
 
 
 def starts_in_list(text: str) -> bool:

@@ -288,6 +288,21 @@ def test_list_ending_tells_how_a_chunk_ends_inside_a_list(text, ending):
     assert list_ending(text) == ending
 
 
+def test_a_sentence_that_points_ahead_leads_in_its_list():
+    """ "Steps are given below." is never quoted alone (it points at what follows), and its list's items were
+    sentences without it: "Rotate the secret by rolling upgrade, and" answered how to rotate the token secret."""
+    text = (
+        "We require a re-deployment when the secret needs to be rotated. Steps are given below.\n\n"
+        "- Expire all existing tokens.\n- Rotate the secret by rolling upgrade, and\n- Generate new tokens\n\n"
+        "We intend to automate this in a future Kafka release."
+    )
+    units = build_units(text)
+    assert _kinds(units) == ["sentence", "list", "sentence"]
+    assert units[1].parts[0] == "Steps are given below."
+    assert units[1].parts[1].endswith("- Generate new tokens")
+    assert list_ending(text[: text.index("- Rotate")]) == ("Steps are given below.", True)
+
+
 def test_the_leading_items_of_a_chunk_take_the_lead_in_of_their_list():
     text = "- `POST /connectors` - create one. It needs a name.\n  - nested\n- `GET /` - version\n\nProse after."
     end = leading_list_end(text)
@@ -735,7 +750,7 @@ ACL_TABLE = (
 def test_a_table_with_empty_cells_keeps_its_header_and_column_names():
     """Empty cells (`| | |`) and an empty last note make rows of one table look of different widths: the
     header (a label may end in a parenthesis) still names every row's columns, in its chunk and below it."""
-    units = build_units(f"The operations on resources are below.\n\n{ACL_TABLE}")
+    units = build_units(f"Each operation is checked on a resource.\n\n{ACL_TABLE}")
     rows = [render_unit(u, 1) for u in units if u.kind == "row"]
     assert rows == [
         "`PRODUCE (0)` (Operation: Write · Resource: TransactionalId): A transactional producer needs this. [1]",
