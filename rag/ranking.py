@@ -195,16 +195,6 @@ def _defining_first(order: np.ndarray, candidates: Sequence[Candidate], query: Q
     return _to_front(order, next((n for n, text in enumerate(texts) if says_what_it_is(text, query.defined)), None))
 
 
-def _earlier_subject_not_first(order: np.ndarray, candidates: Sequence[Candidate]) -> np.ndarray:
-    """`order` with its first chunk that does not define the conversation's earlier subject moved to the front
-    when the first one does (`Candidate.defines_earlier_subject`): "ok, and what keeps those old snapshots from
-    piling up?" after an answer about `metadata.log.max.snapshot.interval.ms` asks about another setting."""
-    flags = [candidates[index].defines_earlier_subject for index in order.tolist()]
-    if not flags or not flags[0]:
-        return order
-    return _to_front(order, next((n for n, flag in enumerate(flags) if not flag), None))
-
-
 @dataclass(frozen=True)
 class Ranked:
     """The top candidates, best first, with the learned score of each (also set as the passage's score)."""
@@ -222,7 +212,7 @@ def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) 
     In hybrid mode the best-scored chunk that defines the error the user pasted comes first, whatever
     the scores: a long paste's other words outweigh its one error name in every learned feature. When no chunk
     defines the paste's error, tables of other entries go last; and the chunk that says what a "what is …?"
-    question asks about comes first. A follow-up is not led by the entry of what the earlier turns were about."""
+    question asks about comes first."""
     candidates = pool.candidates
     learned = model.scores(
         np.asarray([c.features for c in candidates], dtype=np.float64).reshape(-1, len(model.features))
@@ -232,7 +222,6 @@ def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) 
     if pool.mode == "hybrid":
         order = _pasted_error_first(_unnamed_tables_last(order, candidates, pool.query), candidates)
         order = _defining_first(order, candidates, pool.query)
-        order = _earlier_subject_not_first(order, candidates)
     chosen: list[int] = []
     overflow: list[int] = []
     repeats: list[int] = []

@@ -105,9 +105,6 @@ class Candidate:
     # names (its exception's error name, one spelt in words, the row its message says); 1 for another
     # identifier of the error line (the `api=CREATE_TOPICS` of a log line's request context).
     defines_pasted_error: int = 0
-    # The chunk defines (as above) what the conversation's earlier turns were about, an identifier a follow-up
-    # carries as context (`conversation`), and nothing the follow-up itself names: the user has heard of it.
-    defines_earlier_subject: bool = False
 
     def feature(self, name: str) -> float:
         return self.features[RANK_FEATURES.index(name)]
@@ -267,7 +264,6 @@ class Retriever:
         features = self._features(query, mode, order, per_row, evidence, stage, idf)
         pasted = {i.name for i in query.identifiers if i.place == "error"}
         named_errors = set(errors.values())
-        earlier = {i.name for i in query.identifiers if i.place == "conversation"}
         candidates = tuple(
             Candidate(
                 passage=_passage(records[row], first[row]),
@@ -281,7 +277,6 @@ class Retriever:
                 row=row,
                 continues_code=records[row]["continues_code"],
                 defines_pasted_error=_defines_pasted_error(set(records[row]["defined"]), pasted, named_errors),
-                defines_earlier_subject=_defines_earlier_subject(set(records[row]["defined"]), earlier, query),
             )
             for row, vector in zip(order, features, strict=True)
         )
@@ -740,11 +735,6 @@ class Retriever:
 def _inverse_frequency(chunks: int, carriers: int) -> float:
     """The weight of a name that `carriers` of `chunks` chunks hold: rarer weighs more."""
     return math.log(1 + chunks / carriers)
-
-
-def _defines_earlier_subject(defined: set[str], earlier: set[str], query: Query) -> bool:
-    """`Candidate.defines_earlier_subject` of a chunk that defines `defined`."""
-    return bool(defined & earlier) and not defined & query.focus_identifiers
 
 
 def _defines_pasted_error(defined: set[str], pasted: set[str], named_errors: set[str]) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -236,20 +235,6 @@ def test_a_chunk_defining_an_error_the_paste_names_comes_before_one_defining_its
         ]
     )
     assert _ids(rank(pool, k=3, max_per_section=4, model=one_feature_model("bm25"))) == ["error-row", "acl", "tool"]
-
-
-def test_a_chunk_defining_what_the_earlier_turns_were_about_does_not_lead_a_follow_up():
-    """ "ok, and what keeps old snapshots from piling up?" after an answer about
-    `metadata.log.max.snapshot.interval.ms`: that setting's entry, carried as context, scored first again."""
-    earlier = make_candidate("earlier", section=("D", "1"), features={"bm25": 0.9})
-    earlier = dataclasses.replace(earlier, defines_earlier_subject=True)
-    also = dataclasses.replace(
-        make_candidate("also", section=("D", "2"), features={"bm25": 0.8}), defines_earlier_subject=True
-    )
-    pool = make_pool([earlier, also, make_candidate("new", section=("D", "3"), features={"bm25": 0.5})])
-    assert _ids(rank(pool, k=3, max_per_section=4, model=one_feature_model("bm25"))) == ["new", "earlier", "also"]
-    only = make_pool([earlier, also])
-    assert _ids(rank(only, k=2, max_per_section=4, model=one_feature_model("bm25"))) == ["earlier", "also"]
 
 
 ERROR_TABLE = "\n".join(
