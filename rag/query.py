@@ -749,22 +749,15 @@ def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str
     last_answer = next((t.get("content", "") for t in reversed(history) if t.get("role") == "assistant"), "")
     subject_identifiers: list[str] = []
     for turn in reversed(user_turns[-2:]):
-        for identifier in _in_text_order(turn):
+        for identifier in extract_identifiers(turn):
             if identifier not in subject_identifiers:
                 subject_identifiers.append(identifier)
-    for identifier in _in_text_order(_lead_source_text(last_answer))[:3]:
+    for identifier in extract_identifiers(_lead_source_text(last_answer))[:3]:
         if identifier not in subject_identifiers:
             subject_identifiers.append(identifier)
     previous = reduce_to_signal(_standalone_last_turn(history), MAX_SIGNAL_CHARS).text
     subject = " ".join(dict.fromkeys([*subject_identifiers[:6], *_content_words(previous)[:12]]))
     return f"{question} ({subject})" if subject else question
-
-
-def _in_text_order(text: str) -> list[str]:
-    """`extract_identifiers(text)` in the order the text names them, not alphabetical: an answer's lead names its
-    subject first (`max.block.ms`, then the six methods it bounds)."""
-    lowered = text.lower()
-    return sorted(extract_identifiers(text), key=lambda name: (lowered.find(name) % (len(lowered) + 1), name))
 
 
 def _standalone_last_turn(history: Sequence[Mapping[str, str]]) -> str:

@@ -434,18 +434,3 @@ def test_a_usage_listing_cut_over_chunks_is_quoted_as_code_not_as_fragments(kafk
         assert len(row["unit_vectors"]) == len(units)  # embedded at ingest as the answerer builds them
     assert "code" in firsts  # the chunks cut from the middle of the listing
     assert set(firsts) != {"code"}  # and the one that begins at its closing fence: prose after it
-
-
-def test_a_follow_up_searches_past_the_entry_the_answer_before_was_about(docs):
-    """ "ok, and how big is that buffer by default?" after an answer led by `max.block.ms`: the follow-up carried
-    the first three identifiers of that lead alphabetically (three of the methods it bounds), and the setting's
-    entry, once carried, led the search again. Its subject is carried now, as context; `buffer.memory` leads."""
-    question = "which producer setting controls how long send() blocks when the buffer is full?"
-    first = docs.ask(question)
-    assert "max.block.ms" in first.text.split("\n\n")[0], shown(first)
-    history = ({"role": "user", "content": question}, {"role": "assistant", "content": first.text})
-    follow_up = "ok, and how big is that buffer by default?"
-    passages = docs.search(follow_up, history, k=3).passages
-    assert passages[0].heading.endswith("buffer.memory"), [p.heading for p in passages]
-    assert any(p.heading.endswith("max.block.ms") for p in passages), [p.heading for p in passages]
-    assert "33554432" in docs.ask(follow_up, history).text

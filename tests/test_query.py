@@ -767,23 +767,6 @@ def test_rewrite_takes_the_subject_from_the_answers_lead_not_from_what_its_sourc
     assert "max.poll.interval.ms" in rewritten and "kip-429" not in rewritten
 
 
-def test_rewrite_carries_the_identifiers_the_answers_lead_names_first_not_the_first_alphabetically():
-    """An answer led by `max.block.ms` and the six methods it bounds carried `aborttransaction`,
-    `committransaction` and `inittransactions` (the first three in sorted order) and lost its subject."""
-    answer = (
-        "`max.block.ms`: The configuration controls how long the `KafkaProducer`'s `send()`, `partitionsFor()`, "
-        "`initTransactions()`, `sendOffsetsToTransaction()`, `commitTransaction()` and `abortTransaction()` "
-        "methods will block. (Type: long · Default: 60000 (1 minute)) [1]"
-    )
-    history = [
-        {"role": "user", "content": "which producer setting controls how long send() blocks when the buffer is full?"},
-        {"role": "assistant", "content": answer},
-    ]
-    query = parse_query("ok, and how big is that buffer by default?", history)
-    assert ("max.block.ms", "conversation") in {(i.name, i.place) for i in query.identifiers}
-    assert "aborttransaction" not in query.text
-
-
 def test_a_follow_up_knows_the_words_of_the_last_answer_and_a_standalone_question_does_not():
     answer = "`retention.ms`: This configuration controls the maximum time we will retain a log. [1]"
     history = [
