@@ -364,13 +364,13 @@ def _told(unit: _Scored, query: Query, shape: AnswerShape) -> bool:
         for part in unit.unit.parts
         for line in part.split("\n")
         for cell in row_cells(line)
-        for sentence in _SENTENCE_END.split(cell)
+        for sentence in _SENTENCE_BREAK.split(cell)
     )
     words = max((told_words(sentence) for sentence in sentences), key=len, default="")
     return len(words.split()) >= shape.told_min_words and f" {words} " in query.told
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 
 
 def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:

@@ -100,8 +100,8 @@ class Settings:
     # on the served index the tuning questions' cosines are in-sample, and the same search chose 0.35 there.
     unit_floor: float = 0.2
     # A follow-up asks for something new: its answer is not led by a sentence of this many words or more that the
-    # conversation's last answer already showed, when the passage it leads from has another unit over the floor
-    # that scores within unit_told_max_gap of it (`rag.answering._told`); a shorter one is a fact worth repeating
+    # conversation's last answer already showed, when another unit it could lead with rises over the floor and
+    # scores within unit_told_max_gap of it (`rag.answering._told`); a shorter one is a fact worth repeating
     # ("By default, clients receive an unlimited quota."). 0 words turns it off, a gap of 9 bounds nothing. Chosen
     # by `evals/tune_followups.py --half-indexes ...` on the tuning follow-ups asked after the assistant's own
     # answers (evals/reports/tune_followups.md): smaller gaps led fewer answers with a key fact.

@@ -40,8 +40,8 @@ from rag.lexical import inflection_pattern
 # "#" ("# of offline log directories | …") is a row, not a comment; 8: the wrapped lines of a log or exception
 # message belong to its code block, a remark in parentheses ending a line to the sentence before it, and a
 # sentence announcing "the following" block is its lead-in; 9: each item of a list cut for size is also a
-# unit with its lead-in; 10: ... unless it is alone in its piece; 11: so is a sentence that points ahead ("Steps
-# are given below.", never quoted alone), which left its list's items to be quoted without it
+# unit with its lead-in; 10: ... unless it is alone in its piece; 11: a sentence that points down to its block
+# ("Steps are given below.", never quoted alone) is its lead-in, where its list's items were quoted without it
 UNITS_VERSION = 11
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
