@@ -175,17 +175,34 @@ def test_a_list_that_fits_one_unit_gives_no_unit_per_item():
     assert unit.parts[1] == "\n".join(items)
 
 
-def test_a_nested_list_stays_with_the_item_that_introduces_it():
-    text = (
-        "- Authentication using either SSL or SASL. Kafka supports the following SASL mechanisms:\n"
-        "  - SASL/GSSAPI (Kerberos) - starting at version 0.9.0.0\n"
-        "  - SASL/PLAIN - starting at version 0.10.0.0\n"
-        "- Authorization of read / write operations by clients"
-    )
+NESTED_LIST = (
+    "- Authentication using either SSL or SASL. Kafka supports the following SASL mechanisms:\n"
+    "  - SASL/GSSAPI (Kerberos) - starting at version 0.9.0.0\n"
+    "  - SASL/PLAIN - starting at version 0.10.0.0\n"
+    "- Authorization of read / write operations by clients"
+)
+# "Steps are given below." is never quoted alone (it points at what follows), and its list's items were sentences
+# without it: "Rotate the secret by rolling upgrade, and" answered how to rotate the delegation token secret.
+STEPS_BELOW = (
+    "We require a re-deployment when the secret needs to be rotated. Steps are given below.\n\n"
+    "- Expire all existing tokens.\n- Rotate the secret by rolling upgrade, and\n- Generate new tokens\n\n"
+    "We intend to automate this in a future Kafka release."
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "lead_in", "last_item"),
+    [
+        (NESTED_LIST, "Kafka supports the following SASL mechanisms:", "SASL/PLAIN - starting at version 0.10.0.0"),
+        (STEPS_BELOW, "Steps are given below.", "- Generate new tokens"),
+    ],
+    ids=["a nested list with the item that introduces it", "a list with the sentence that points down to it"],
+)
+def test_a_list_stays_with_the_sentence_that_introduces_it(text, lead_in, last_item):
     units = build_units(text)
     assert _kinds(units) == ["sentence", "list", "sentence"]
-    assert units[1].parts[0] == "Kafka supports the following SASL mechanisms:"
-    assert "SASL/PLAIN" in units[1].parts[1]
+    assert units[1].parts[0] == lead_in
+    assert units[1].parts[1].endswith(last_item)
 
 
 def test_items_without_a_lead_in_are_sentences():
@@ -288,19 +305,8 @@ def test_list_ending_tells_how_a_chunk_ends_inside_a_list(text, ending):
     assert list_ending(text) == ending
 
 
-def test_a_sentence_that_points_ahead_leads_in_its_list():
-    """ "Steps are given below." is never quoted alone (it points at what follows), and its list's items were
-    sentences without it: "Rotate the secret by rolling upgrade, and" answered how to rotate the token secret."""
-    text = (
-        "We require a re-deployment when the secret needs to be rotated. Steps are given below.\n\n"
-        "- Expire all existing tokens.\n- Rotate the secret by rolling upgrade, and\n- Generate new tokens\n\n"
-        "We intend to automate this in a future Kafka release."
-    )
-    units = build_units(text)
-    assert _kinds(units) == ["sentence", "list", "sentence"]
-    assert units[1].parts[0] == "Steps are given below."
-    assert units[1].parts[1].endswith("- Generate new tokens")
-    assert list_ending(text[: text.index("- Rotate")]) == ("Steps are given below.", True)
+def test_a_sentence_that_points_down_to_a_list_begun_in_the_chunk_is_its_lead_in():
+    assert list_ending(STEPS_BELOW[: STEPS_BELOW.index("- Rotate")]) == ("Steps are given below.", True)
 
 
 def test_the_leading_items_of_a_chunk_take_the_lead_in_of_their_list():
