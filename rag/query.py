@@ -377,8 +377,12 @@ def told_words(text: str) -> str:
 
 
 def _last_answer_words(history: Sequence[Mapping[str, str]]) -> str:
-    answer = next((t.get("content", "") for t in reversed(history) if t.get("role") == "assistant"), "")
+    answer = _last_answer(history)
     return f" {told_words(answer)} " if answer.strip() else ""
+
+
+def _last_answer(history: Sequence[Mapping[str, str]]) -> str:
+    return next((t.get("content", "") for t in reversed(history) if t.get("role") == "assistant"), "")
 
 
 _WORDS = re.compile(r"\w+")
@@ -746,7 +750,7 @@ def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str
     if not is_followup(question, history):
         return question
     user_turns = [turn.get("content", "") for turn in history if turn.get("role") == "user"]
-    last_answer = next((t.get("content", "") for t in reversed(history) if t.get("role") == "assistant"), "")
+    last_answer = _last_answer(history)
     subject_identifiers: list[str] = []
     for turn in reversed(user_turns[-2:]):
         for identifier in extract_identifiers(turn):
