@@ -209,7 +209,10 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     named = [
         u
         for u in scored
-        if u.candidate_index < NAMED_LEAD_PASSAGES and _asked_about(u.unit, query) and not _of_setup(u.unit, query)
+        if u.candidate_index < NAMED_LEAD_PASSAGES
+        and _asked_about(u.unit, query)
+        and not _of_setup(u.unit, query)
+        and (u.candidate_index == 0 or _in_asking(u.unit, query))
     ]
     # "What is the ISR?" is answered by the sentence that says what it is ("… which is known as the ISR") in any
     # passage, not by a first passage that only mentions it (a table of ISR metrics).
@@ -907,10 +910,28 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
         return False
     subject_tokens = tokenize(unit.subject)
     named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
+    return named or bool(query.focus_identifiers & _names_of(unit))
+
+
+def _in_asking(unit: EvidenceUnit, query: Query) -> bool:
+    """The entry is named by the asking sentences or a pasted error line, not only by what the user says around
+    them; an error's row is what they report wherever they name it."""
+    if not query.asking_tokens or _is_error_row(unit):
+        return True
+    subject_tokens = tokenize(unit.subject)
+    if subject_tokens and _runs_in(subject_tokens, query.asking_tokens):
+        return True
+    named = query.focus_identifiers & _names_of(unit)
+    return bool(query.asked & named) or any(_runs_in(tokenize(i), query.asking_tokens) for i in named)
+
+
+def _names_of(unit: EvidenceUnit) -> set[str]:
+    """The identifiers that name an entry: its own (`_entry_identifiers`), and a row's one-word names in its
+    cells (not a key's parts: `min.insync.replicas`)."""
     own = _entry_identifiers(unit)
-    if unit.kind == "row":  # not a key's parts: `min.insync.replicas`
+    if unit.kind == "row":
         own |= {token for token in tokenize(unit.parts[-1]) if token.isalnum()}
-    return named or bool(query.focus_identifiers & own)
+    return own
 
 
 def _other_error(unit: EvidenceUnit, query: Query) -> bool:

@@ -94,6 +94,7 @@ _QUOTED_MESSAGE = re.compile(r"\"([^\"\n]{12,300})\"|`([^`\n]{12,300})`|(?<!\w)'
 _MESSAGE_AFTER = re.compile(r":\s+(?=\S)")
 MAX_MESSAGE_CHARS = 300
 MAX_MESSAGES = 8  # a paste's first messages: its error and what caused it, not every line of a long log
+MAX_ERROR_LINES = 8  # of a paste, read with the asking sentences (`Query.asking_tokens`)
 MIN_MESSAGE_WORDS = 4  # "Not authorized" or a quoted key is no message
 _ERROR_CALL = re.compile(
     r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
@@ -206,6 +207,10 @@ class Query:
     # For a follow-up, the words of the conversation's last answer as `told_words` spells them, spaced at both
     # ends: what the user has just been told (a follow-up asks for something new).
     told: str = ""
+    # The tokens of the asking sentences, when the user's own words hold others too (what they have, what
+    # they saw): a name only those others give is context, not what is asked. Empty for a follow-up and a
+    # question that is all asking.
+    asking_tokens: tuple[str, ...] = ()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -269,11 +274,14 @@ def parse_query(
     phrases: dict[str, str] = {}
     context_lines = 0
     pasted_error = False  # a line placed as an error or log line: the user reports a fault
+    error_lines: list[str] = []
     for line, fenced in _lines_and_fences(text):
         place = line_place(line)
         if fenced and place == "question" and _ERROR_WORD.search(line[:MAX_LINE_CHARS]):
             place = "error"  # what a tool printed into the user's code block: "Error: Assignments can only …"
         pasted_error = pasted_error or place == "error" or (place == "question" and quotes_log(line))
+        if place == "error" and len(error_lines) < MAX_ERROR_LINES:
+            error_lines.append(line[:MAX_LINE_CHARS])
         if place in CONTEXT_PLACES:
             context_lines += 1
         else:
@@ -367,6 +375,7 @@ def parse_query(
         defined=() if followup else defined_thing(text),
         how_to=any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words),
         told=_last_answer_words(history) if followup else "",
+        asking_tokens=() if followup else _asking_tokens(text, error_lines),
     )
 
 
@@ -549,6 +558,15 @@ def _owned(before: str) -> bool:
         return True
     user = _USER_BEFORE.search(near)
     return user is not None and not (user.group(1) and _ASKS.fullmatch(user.group(1)))
+
+
+def _asking_tokens(text: str, error_lines: Sequence[str]) -> tuple[str, ...]:
+    """`Query.asking_tokens`: of the asking sentences and the error lines the user pastes (what they report);
+    empty when every own sentence asks."""
+    asking = _asking_sentences(text)
+    if len(asking) == len(_own_sentences(text)):
+        return ()
+    return tuple(tokenize(" ".join([*asking, *error_lines])))
 
 
 def _asking_sentences(text: str) -> list[str]:

@@ -590,10 +590,11 @@ def test_the_entry_of_the_setting_the_question_names_leads_the_answer():
 
 
 def _assert_led_by(candidates, question: str, leader: str) -> None:
-    """The two-unit answer that `candidates` give to `question` opens with `leader`."""
+    """The two-unit answer that `candidates` give to `question` opens with `leader` (under a layout heading for a
+    troubleshooting question)."""
     draft = extract_answer(ranked(candidates, question), shape(max_units_fact=2))
     _check(draft)
-    assert draft.text.startswith(leader), draft.text
+    assert _units(draft.text)[0].startswith(leader), draft.text
 
 
 GUARANTEE = "\n".join(
@@ -613,6 +614,35 @@ def test_the_entry_of_a_setting_the_user_only_says_they_have_does_not_take_the_l
     axes = _Axes()
     prose = candidate(axes, "commit", "Streams commits every 100 ms under exactly-once.", [0.5])
     entry = candidate(axes, "guarantee", GUARANTEE, [0.4], heading="processing.guarantee")
+    _assert_led_by([prose, entry], question, leader)
+
+
+POLL_INTERVAL = "\n".join(["The maximum delay between invocations of poll().", "", "Type: | int", "Default: | 300000"])
+
+
+@pytest.mark.parametrize(
+    ("question", "leader"),
+    [
+        # the asking sentence names the setting: its entry leads from the lower passage
+        ("Which metric warns before max.poll.interval.ms is hit?", "`max.poll.interval.ms`: "),
+        # only the sentence before it does: what is asked is answered by the passage ranked first
+        (
+            "Our consumers have a long max.poll.interval.ms. Which metric tracks the time between poll calls?",
+            "The time-between-poll-max metric",
+        ),
+        # an error line the user pastes is what they report, named as much as what they ask
+        (
+            "Deploys fail:\nERROR Consumer exceeded max.poll.interval.ms\nWhich metric tracks the time between polls?",
+            "`max.poll.interval.ms`: ",
+        ),
+    ],
+)
+def test_the_entry_of_a_setting_named_only_around_the_asking_sentence_does_not_lead_from_a_lower_passage(
+    question, leader
+):
+    axes = _Axes()
+    prose = candidate(axes, "metric", "The time-between-poll-max metric tracks the delay between polls.", [0.5])
+    entry = candidate(axes, "poll", POLL_INTERVAL, [0.4], heading="max.poll.interval.ms")
     _assert_led_by([prose, entry], question, leader)
 
 

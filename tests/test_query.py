@@ -1012,3 +1012,40 @@ def test_errors_log_lines_and_sentences_are_no_label(question):
 )
 def test_the_settings_a_user_gives_a_value_outside_the_asking_sentences_are_their_setup(question, setup):
     assert parse_query(question).setup_identifiers == setup
+
+
+@pytest.mark.parametrize(
+    ("question", "history", "asking"),
+    [
+        # every sentence asks: nothing is only said around the question
+        ("what does linger.ms do?", (), ()),
+        ("Which metric shows lag? And which shows rebalances?", (), ()),
+        # what the user says they have is left out; the asking sentence is kept
+        ("Our consumers have a long max.poll.interval.ms. Which metric shows it?", (), ("metric", "show")),
+        # a pasted error line is what the user reports: kept with the asking sentence
+        (
+            "Deploys fail:\nERROR Consumer exceeded max.poll.interval.ms\nwhy does the group rebalance?",
+            (),
+            (
+                "group",
+                "rebalance",
+                "error",
+                "consumer",
+                "exceeded",
+                "max.poll.interval.ms",
+                "max",
+                "poll",
+                "interval",
+                "ms",
+            ),
+        ),
+        # a follow-up leans on the conversation: its sentences are not told apart
+        (
+            "We use acks=all. And what is its default?",
+            ({"role": "user", "content": "what does linger.ms do?"}, {"role": "assistant", "content": "It waits."}),
+            (),
+        ),
+    ],
+)
+def test_the_asking_tokens_are_those_of_the_asking_sentences_and_pasted_errors(question, history, asking):
+    assert parse_query(question, history).asking_tokens == asking
