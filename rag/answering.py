@@ -41,7 +41,7 @@ from rag.units import (
     is_log,
     is_title,
     lead_in,
-    leading_list_end,
+    leading_block_end,
     points_ahead,
     refers_elsewhere,
     render_list_items,
@@ -49,7 +49,7 @@ from rag.units import (
     render_shared_lead,
     render_unit,
     row_cells,
-    with_list_lead_in,
+    with_block_lead_in,
     with_table_header,
 )
 
@@ -1016,7 +1016,7 @@ def _score_units(
     scored = []
     # The items of a list an earlier chunk introduced, when the chunk begins inside one, show its lead-in.
     text = candidate.passage.text
-    list_end = leading_list_end(text, candidate.continues_code) if candidate.list_intro is not None else 0
+    block_end = leading_block_end(text, candidate.continues_code) if candidate.block_intro is not None else 0
     entry = _entry_position(units, heading)
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
         if is_title(unit) or refers_elsewhere(unit) or (unit is units[-1] and points_ahead(unit)):
@@ -1044,8 +1044,8 @@ def _score_units(
             - shape.echo_weight * echo
             + shape.action_weight * (query.how_to and bucket == "do")
         )
-        if 0 <= text.find(unit.parts[0]) < list_end:
-            unit = with_list_lead_in(unit, candidate.list_lead_in)
+        if 0 <= text.find(unit.parts[0]) < block_end:
+            unit = with_block_lead_in(unit, candidate.block_lead_in)
         belongs = entry if 0 <= entry <= unit.position else -1
         size = len(render_unit(with_table_header(unit, candidate.table_header), index + 1)) + len("\n\n")
         if belongs >= 0 and unit.kind == "sentence":
@@ -1089,10 +1089,14 @@ def _bucket(unit: EvidenceUnit) -> str:
 
 
 def _carried(unit: _Scored, candidates: tuple[Candidate, ...]) -> bool:
-    """The unit is an item shown under the lead-in of a list its chunk began inside."""
+    """The unit is an item shown under the lead-in of a list its chunk began inside, or the code block its chunk
+    began with shown under the lead-in that ends the chunk before."""
     candidate = candidates[unit.candidate_index]
     return (
-        candidate.list_intro is not None and unit.unit.kind == "list" and unit.unit.parts[0] == candidate.list_lead_in
+        candidate.block_intro is not None
+        and unit.unit.kind in ("list", "code")
+        and len(unit.unit.parts) == 2
+        and unit.unit.parts[0] == candidate.block_lead_in
     )
 
 
@@ -1101,8 +1105,8 @@ def _cited(key: int, candidates: tuple[Candidate, ...], ordered: list[_Scored]) 
     carried lead-in from its own chunk, every other part from the candidate's."""
     if key < 0:
         candidate = candidates[-1 - key]
-        assert candidate.list_intro is not None  # keyed so only for a carried lead-in
-        return candidate.list_intro, (candidate.list_lead_in,)
+        assert candidate.block_intro is not None  # keyed so only for a carried lead-in
+        return candidate.block_intro, (candidate.block_lead_in,)
     passage = candidates[key].passage
     parts = (part for u in ordered if u.candidate_index == key for part in u.unit.parts)
     return passage, tuple(part for part in parts if part in passage.text)
@@ -1181,7 +1185,7 @@ def _render(
     reading = sorted(chosen, key=lambda u: (not _among(u, head), passages.index(u.candidate_index), u.unit.position))
     by_part = [u for bucket in buckets for u in chosen if part[id(u)] == bucket]
     ordered = _lead_ins_first(by_part) if grouped else reading
-    # A list's lead-in read back from an earlier chunk (`Candidate.list_intro`) is cited to that chunk:
+    # A list's or code block's lead-in read back from an earlier chunk (`Candidate.block_intro`) is cited to it:
     # its marker, keyed -1 - candidate index, comes right before the marker of the chunk with the items.
     markers: dict[int, int] = {}
     for unit in ordered:

@@ -40,7 +40,7 @@ from rag.passages import Passage
 from rag.query import Query, QueryIdentifier, says_message, shared_run
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
-from rag.units import list_ending, row_cells, starts_in_list, table_start
+from rag.units import lead_in_ending, list_ending, row_cells, starts_in_list, starts_with_code, table_start
 
 MESSAGE_TOKENS = 3  # a pasted or quoted message is looked up as a table row's description by its rarest words
 MESSAGE_ROWS = 50  # chunks read back for one message at most
@@ -96,8 +96,10 @@ class Candidate:
     identifiers: tuple[str, ...]  # the question's identifiers the chunk carries
     row: int = -1  # in the index's chunk table
     table_header: str = ""  # the header row of the table the chunk begins inside (`Retriever.with_earlier_context`)
-    list_lead_in: str = ""  # the lead-in of the list the chunk begins inside (`Retriever.with_earlier_context`)
-    list_intro: Passage | None = None  # the earlier chunk that holds `list_lead_in`, cited for it
+    # The lead-in of the list the chunk begins inside, or of the fenced block it begins with, read back from an
+    # earlier chunk (`Retriever.with_earlier_context`).
+    block_lead_in: str = ""
+    block_intro: Passage | None = None  # the earlier chunk that holds `block_lead_in`, cited for it
     continues_code: bool = False  # the chunk begins inside a fenced block (`rag.units.build_units`)
     # The chunk defines (in its heading, or a table row's first cell) an identifier of the question's error
     # line, or the error row a message the user quotes names: what the pasted error means
@@ -438,11 +440,13 @@ class Retriever:
 
     def with_earlier_context(self, candidates: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
         """The candidates an answer is made from, each with the header row of the table or the lead-in of
-        the list it begins inside, so its rows show their column names and its items what they list; read
-        for these few only (a long table or list is read back chunk by chunk)."""
+        the list or code block it begins with, so its rows show their column names, its items what they list
+        and its code what it is; read for these few only (a long table or list is read back chunk by chunk)."""
         return tuple(
             dataclasses.replace(
-                c, table_header=self._table_header(c.row, c.passage), **self._list_intro(c.row, c.passage)
+                c,
+                table_header=self._table_header(c.row, c.passage),
+                **self._block_intro(c.row, c.passage, c.continues_code),
             )
             if c.row >= 0
             else c
@@ -457,10 +461,15 @@ class Retriever:
                 return
             yield earlier
 
-    def _list_intro(self, row: int, passage: Passage) -> dict[str, Any]:
-        """`list_lead_in` and `list_intro` of a chunk that begins inside a list, read back from the earlier
-        chunks of its section (nothing when the chunk does not begin with an item or no earlier chunk
-        introduces the list)."""
+    def _block_intro(self, row: int, passage: Passage, continues_code: bool) -> dict[str, Any]:
+        """`block_lead_in` and `block_intro` of a chunk that begins inside a list, read back from the earlier
+        chunks of its section, or with a fenced block that the chunk before it in the section introduces
+        ("… like this:"); nothing when the chunk begins otherwise or no earlier chunk introduces the block."""
+        if starts_with_code(passage.text, continues_code):
+            for earlier in itertools.islice(self._earlier_in_section(row, passage), 1):
+                if lead_in := lead_in_ending(earlier["text"], earlier["continues_code"]):
+                    return {"block_lead_in": lead_in, "block_intro": _passage(earlier, 0.0)}
+            return {}
         if not starts_in_list(passage.text):
             return {}
         for earlier in self._earlier_in_section(row, passage):
@@ -469,7 +478,7 @@ class Retriever:
                 return {}
             lead_in, complete = ending
             if complete:
-                return {"list_lead_in": lead_in, "list_intro": _passage(earlier, 0.0)} if lead_in else {}
+                return {"block_lead_in": lead_in, "block_intro": _passage(earlier, 0.0)} if lead_in else {}
         return {}
 
     def _table_header(self, row: int, passage: Passage) -> str:

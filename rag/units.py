@@ -735,7 +735,10 @@ def refers_elsewhere(unit: EvidenceUnit) -> bool:
 def points_ahead(unit: EvidenceUnit) -> bool:
     """A sentence unit that introduces what follows it or points at a link: at the end of its chunk it holds
     nothing of what it announces (a lead-in, or a table of settings the page includes from elsewhere)."""
-    return is_lead_in_sentence(unit) or (unit.kind == "sentence" and bool(_POINTS_AHEAD.search(unit.text.strip())))
+    if unit.kind != "sentence":
+        return False
+    text = unit.text.strip()
+    return is_lead_in_sentence(unit) or bool(_POINTS_AHEAD.search(text) or _ANNOUNCES.search(text))
 
 
 def is_log(code: str) -> bool:
@@ -795,11 +798,29 @@ def starts_in_list(text: str) -> bool:
     return bool(_ITEM.match(text.lstrip("\n")))
 
 
-def leading_list_end(text: str, continues_code: bool = False) -> int:
-    """Where the list that `text` begins with ends (0 when `text` does not begin with an item)."""
+def starts_with_code(text: str, continues_code: bool = False) -> bool:
+    """`text` begins with a fenced block of its own: a chunk cut between a block and the sentence that introduces
+    it begins so."""
+    return not continues_code and bool(_FENCE_LINE.match(text.lstrip("\n")))
+
+
+def lead_in_ending(text: str, continues_code: bool = False) -> str:
+    """The sentence `text` ends with when it introduces what follows (`_introduces`: "… like this:", "Here is
+    a sample configuration."), "" otherwise: what a block that begins the next chunk is shown under."""
+    lines = [line for line in _scan(text, continues_code) if line.kind != "blank"]
+    if not lines or lines[-1].kind != "text":
+        return ""
+    last = _sentence_spans(text, _Span(lines[-1].start, lines[-1].end))[-1].of(text)
+    return last if _introduces(last) else ""
+
+
+def leading_block_end(text: str, continues_code: bool = False) -> int:
+    """Where the list or fenced block that `text` begins with ends (0 when it begins with neither)."""
+    lines = [line for line in _scan(text, continues_code) if line.kind != "blank"]
+    if starts_with_code(text, continues_code):
+        return lines[0].end if lines and lines[0].kind == "fence" else 0
     if not starts_in_list(text):
         return 0
-    lines = [line for line in _scan(text, continues_code) if line.kind != "blank"]
     indent = lines[0].indent
     end = 0
     for line in lines:
@@ -809,8 +830,11 @@ def leading_list_end(text: str, continues_code: bool = False) -> int:
     return end
 
 
-def with_list_lead_in(unit: EvidenceUnit, lead_in: str) -> EvidenceUnit:
-    """An item of a list begun in an earlier chunk, as a list unit under that list's lead-in."""
+def with_block_lead_in(unit: EvidenceUnit, lead_in: str) -> EvidenceUnit:
+    """An item of a list begun in an earlier chunk, as a list unit under that list's lead-in; a code block
+    whose lead-in ends the earlier chunk, under that lead-in."""
+    if lead_in and unit.kind == "code" and len(unit.parts) == 1:
+        return dataclasses.replace(unit, parts=(lead_in, unit.parts[0]))
     if not lead_in or unit.kind != "sentence" or not _ITEM.match(unit.text):
         return unit
     return dataclasses.replace(unit, kind="list", parts=(lead_in, unit.text), list_start=-1)

@@ -191,7 +191,9 @@ def test_items_of_a_list_an_earlier_chunk_began_are_shown_under_its_lead_in_cite
     text = "- GSSAPI (Kerberos) for Active Directory.\n- PLAIN with TLS.\n\nEach needs its own JAAS configuration."
     intro = make_candidate("intro", text="SASL is configured per listener. Kafka supports these mechanisms:").passage
     top = dataclasses.replace(
-        candidate(axes, "top", text, [0.9, 0.8, 0.1]), list_lead_in="Kafka supports these mechanisms:", list_intro=intro
+        candidate(axes, "top", text, [0.9, 0.8, 0.1]),
+        block_lead_in="Kafka supports these mechanisms:",
+        block_intro=intro,
     )
     draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2))
     _check(draft)  # every quote is verbatim in its own passage

@@ -187,6 +187,21 @@ def test_items_of_a_list_begun_in_an_earlier_chunk_are_shown_under_its_lead_in(d
         assert all(quote in citation.passage.text for quote in citation.quotes), shown(answer)
 
 
+def test_a_code_block_begun_in_a_later_chunk_is_shown_under_the_lead_in_ending_the_one_before(docs):
+    # ops.html's multi-tenancy example: "In the following example, user Alice … is granted write permissions to
+    # …" ends one chunk, the kafka-acls.sh command it introduces begins the next.
+    answer = docs.ask("how do I grant user Alice write access to all topics starting with acme.infosec.?")
+    assert not answer.abstained, shown(answer)
+    lead_in = re.search(r"^In the following example, user Alice[^\n]*\[(\d+)\]\[(\d+)\]\n```", answer.text, re.M)
+    assert lead_in, f"the command without its lead-in\n{shown(answer)}"
+    assert answer.text.count("In the following example, user Alice") == 1, shown(answer)  # not again on its own
+    intro, block = (answer.citations[int(n) - 1] for n in lead_in.groups())
+    assert any("In the following example, user Alice" in quote for quote in intro.quotes), shown(answer)
+    assert block.passage.text.lstrip().startswith("```"), shown(answer)
+    for citation in answer.citations:  # every quote verbatim from the chunk it is cited to
+        assert all(quote in citation.passage.text for quote in citation.quotes), shown(answer)
+
+
 def test_the_default_of_acks_is_all(docs):
     answer = docs.ask("What is the default value of acks for the producer?")
     assert not answer.abstained, shown(answer)

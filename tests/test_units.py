@@ -19,17 +19,20 @@ from rag.units import (
     is_log,
     is_title,
     lead_in,
-    leading_list_end,
+    lead_in_ending,
+    leading_block_end,
     list_ending,
+    points_ahead,
     render_list_items,
     render_setting_mention,
     render_shared_lead,
     render_unit,
     setting_default,
     starts_in_list,
+    starts_with_code,
     table_start,
     unit_texts,
-    with_list_lead_in,
+    with_block_lead_in,
     with_table_header,
 )
 
@@ -311,14 +314,44 @@ def test_a_sentence_that_points_down_to_a_list_begun_in_the_chunk_is_its_lead_in
 
 def test_the_leading_items_of_a_chunk_take_the_lead_in_of_their_list():
     text = "- `POST /connectors` - create one. It needs a name.\n  - nested\n- `GET /` - version\n\nProse after."
-    end = leading_list_end(text)
+    end = leading_block_end(text)
     assert text[:end].endswith("- `GET /` - version") and starts_in_list(text)
-    assert leading_list_end("Prose first.\n- item") == 0
+    assert leading_block_end("Prose first.\n- item") == 0
     units = build_units(text)
-    shown = [with_list_lead_in(u, "The endpoints are:") for u in units]
+    shown = [with_block_lead_in(u, "The endpoints are:") for u in units]
     assert shown[0].kind == "list" and shown[0].parts == ("The endpoints are:", "- `POST /connectors` - create one.")
     assert shown[1] is units[1]  # "It needs a name." is no item: it stays a sentence
-    assert with_list_lead_in(units[0], "") is units[0]
+    assert with_block_lead_in(units[0], "") is units[0]
+
+
+def test_a_chunk_that_begins_with_its_own_code_block_takes_the_lead_in_ending_the_chunk_before():
+    earlier = "Grants are managed per principal. In the following example, Alice may write to acme topics."
+    assert lead_in_ending(earlier) == "In the following example, Alice may write to acme topics."
+    assert lead_in_ending("Alice may write. Nothing follows.") == ""
+    assert lead_in_ending("Configure it like this:\n\n```\nacks=all\n```") == ""  # it holds its block
+    text = "```\n$ bin/kafka-acls.sh --add --allow-principal User:Alice\n```\n\nAfter the block."
+    assert starts_with_code(text) and not starts_with_code(text, continues_code=True)
+    assert text[: leading_block_end(text)].endswith("User:Alice")
+    code = build_units(text)[0]
+    shown = with_block_lead_in(code, "In the following example, Alice may write to acme topics.")
+    assert shown.kind == "code" and shown.parts == (
+        "In the following example, Alice may write to acme topics.",
+        code.text,
+    )
+    assert with_block_lead_in(shown, "Another lead-in:") is shown  # a block with its own lead-in keeps it
+
+
+@pytest.mark.parametrize(
+    ("sentence", "ahead"),
+    [
+        ("Configure the broker as follows.", True),
+        ("In the following example, Alice may write to acme topics.", True),
+        ("The settings are:", True),
+        ("Alice may write to acme topics.", False),
+    ],
+)
+def test_a_sentence_that_announces_what_follows_points_ahead(sentence, ahead):
+    assert points_ahead(build_units(sentence)[0]) is ahead
 
 
 # ------------------------------------------------------------------------------------------ code
