@@ -205,7 +205,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     # higher: from the first passage, or else from the next ones ("default of acks" when the first
     # passage is another setting's entry that mentions acks).
     # Not the entry of a setting the user only says they have ("… with processing.guarantee=exactly_once_v2,
-    # how often does Streams commit?"): their setup (`Query.setup_identifiers`).
+    # how often does Streams commit?"): their setup (`Query.setup_identifiers`). From the next passages, only
+    # one the asking sentences or a pasted error line name (`_in_asking`): "grafana shows IsrShrinksPerSec
+    # spikes … how long can a follower go without fetching?" is not asking about that metric's row.
     named = [
         u
         for u in scored
