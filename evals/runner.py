@@ -79,6 +79,7 @@ SETTINGS_RECORDED = (
     "unit_identifier_weight",
     "unit_rank_weight",
     "unit_neighbour_weight",
+    "unit_new_passage_weight",
     "unit_echo_weight",
     "unit_echo_share",
     "unit_action_weight",

@@ -51,6 +51,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "unit_identifier_weight": (0.0, 0.05, 0.1, 0.2),
     "unit_rank_weight": (0.0, 0.15, 0.3, 0.5, 0.8),
     "unit_neighbour_weight": (0.0, 0.05, 0.1, 0.2),
+    "unit_new_passage_weight": (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4),
     "unit_echo_weight": (0.0, 0.1, 0.3, 0.5),
     "unit_echo_share": (0.6, 0.8, 0.9, 1.01),  # 1.01: never
     "unit_action_weight": (0.0, 0.05, 0.1, 0.2, 0.3),

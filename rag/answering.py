@@ -66,6 +66,7 @@ class AnswerShape:
     identifier_weight: float  # a unit that names an identifier the question is about
     rank_weight: float  # prior for units of higher-ranked passages
     neighbour_weight: float  # for a unit next to one already chosen in the same passage
+    new_passage_weight: float  # for a unit of a passage the answer quotes nothing of yet
     # against a unit naming what the user's pasted command or stack frame names and nothing asked, or an
     # exception the pasted error is not
     echo_weight: float
@@ -91,6 +92,7 @@ class AnswerShape:
             identifier_weight=settings.unit_identifier_weight,
             rank_weight=settings.unit_rank_weight,
             neighbour_weight=settings.unit_neighbour_weight,
+            new_passage_weight=settings.unit_new_passage_weight,
             echo_weight=settings.unit_echo_weight,
             echo_share=settings.unit_echo_share,
             action_weight=settings.unit_action_weight,
@@ -320,15 +322,18 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     while pool and len(chosen) < limit:
         # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
         # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
-        # raised: the sentence after "check if there is a hung transaction" says how to check.
+        # raised: the sentence after "check if there is a hung transaction" says how to check. So is a unit of a
+        # passage the answer quotes nothing of yet: the first passage's third sentence on the same thing tells
+        # the user less than the second passage's best (the setting the first one's tutorial sets).
         eligible = [u for u in pool if not u.faint or _beside(u, anchors)]
         if not eligible:
             break
+        quoted = {u.candidate_index for u in chosen}
         unit = max(
             eligible,
             key=lambda u: (
                 _continues(u, chosen),
-                _with_neighbours(u, chosen, shape),
+                _with_neighbours(u, chosen, shape) + shape.new_passage_weight * (u.candidate_index not in quoted),
                 -u.candidate_index,
                 -u.unit.position,
             ),

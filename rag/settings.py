@@ -82,6 +82,11 @@ class Settings:
     unit_identifier_weight: float = 0.0
     unit_rank_weight: float = 0.5
     unit_neighbour_weight: float = 0.05  # for a unit next to one already in the answer, in the same passage
+    # For a unit of a passage the answer quotes nothing of yet, when the next unit is picked: depth in the first
+    # passage costs the facts of the next ones. Chosen by `evals/tune_answers.py --half-indexes ... --only
+    # unit_new_passage_weight` (evals/reports/tune_new_passage_weight.md; 0.1-0.25 all gain, and `--check`
+    # chose 0.2 on either half of the tuning questions, gaining on the other: *_check.md).
+    unit_new_passage_weight: float = 0.2
     unit_echo_weight: float = 0.3  # against a unit that repeats the user's pasted command, or names another exception
     unit_echo_share: float = 0.8  # ... or a code unit with this share of its words in the question (their log lines)
     # For a unit that says what to do (a command, a config line, an imperative) when the question asks how to do

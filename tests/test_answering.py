@@ -54,6 +54,7 @@ def shape(**overrides) -> AnswerShape:
         "identifier_weight": 0.0,
         "rank_weight": 0.0,
         "neighbour_weight": 0.0,
+        "new_passage_weight": 0.0,
         "echo_weight": 0.0,
         "echo_share": 1.01,
         "action_weight": 0.0,
@@ -296,6 +297,18 @@ def test_the_sentence_next_to_a_chosen_one_is_raised_by_the_neighbour_weight(wei
     draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2, neighbour_weight=weight))
     _check(draft)
     assert _units(draft.text)[1].startswith(second)
+
+
+@pytest.mark.parametrize(("weight", "second"), [(0.0, "Increase"), (0.2, "Share groups were introduced")])
+def test_a_unit_of_a_passage_the_answer_does_not_quote_yet_is_raised_by_the_new_passage_weight(weight, second):
+    """The first passage's next sentence on the same thing tells the user less than the second passage's best:
+    with the weight, that one beats a slightly better sentence of the passage the answer already quotes."""
+    axes = _Axes()
+    top = candidate(axes, "top", FIX, [0.9, 0.6, 0.1])
+    other = candidate(axes, "other", OTHER, [0.5, 0.1])
+    draft = extract_answer(ranked([top, other], FACT), shape(max_units_fact=2, new_passage_weight=weight))
+    _check(draft)
+    assert _units(draft.text)[1].startswith(second), draft.text
 
 
 @pytest.mark.parametrize("floor", [0.0, 0.32])  # with the floor, the row is faint: not quoted for its place either

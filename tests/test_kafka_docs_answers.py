@@ -210,6 +210,15 @@ def test_the_default_of_acks_is_all(docs):
     assert answer.citations[0].passage.source_path == "generated/producer_config.html", shown(answer)
 
 
+def test_an_answer_quotes_the_best_of_the_next_passage_too(docs):
+    """The design page's sentences on acks=all rank first; the entry of the setting that makes "all" mean
+    enough replicas is the second passage's best unit, and tells the user more than the first's fifth sentence."""
+    answer = docs.ask("how do I make sure a message is written to all replicas before the producer gets an ack?")
+    entry = next((c for c in answer.citations if c.passage.heading.endswith("min.insync.replicas")), None)
+    assert entry is not None and "`min.insync.replicas`: When a producer sets acks" in answer.text, shown(answer)
+    assert entry.passage.source_path == "generated/topic_config.html", shown(answer)
+
+
 RELATED_MENTION = re.compile(r"`([^`]+)`(?: \((default (.+?)|no default)\))? \[(\d+)\]")
 
 
@@ -218,9 +227,10 @@ RELATED_MENTION = re.compile(r"`([^`]+)`(?: \((default (.+?)|no default)\))? \[(
     [
         # Answers that quote what they need and close by naming a setting they do not quote. (The forty-second
         # session's adapter answers the earlier examples, "how long does the group coordinator keep committed
-        # offsets of an empty group?", with the setting's own entry, which leaves nothing for this line.)
-        ("how do I make sure a message is written to all replicas before the producer gets an ack?",
-         "min.insync.replicas"),
+        # offsets of an empty group?", with the setting's own entry, which leaves nothing for this line; since
+        # the fifty-second session's new-passage weight, so is "how do I make sure a message is written to all
+        # replicas …?" with `min.insync.replicas`'s: `test_an_answer_quotes_the_best_of_the_next_passage_too`.)
+        ("what controls how big a producer batch can get?", "max.request.size"),
         ("how often does MirrorMaker 2 copy consumer group offsets to the other cluster?", "emit.checkpoints.enabled"),
     ],
 )  # fmt: skip
