@@ -176,6 +176,7 @@ _DEPENDS_ON_BEFORE = re.compile(
 # the sentence before names too ("… is controlled through the `replica.lag.time.max.ms` configuration.") is that one.
 _DEMONSTRATIVE = re.compile(r"\b(?:this|these|those|such(?: an?)?)\s+([a-z][a-z-]{2,})\b", re.I)
 _WORD = re.compile(r"[a-z][a-z-]+")
+_LONG_FLAG = re.compile(r"(?<!\S)--[a-z][\w-]+")
 _CLASS_NAME = re.compile(r"^(?:[a-z]\w*\.)+[A-Z]\w*(?:\$\w+)?$")  # a package path and a class
 
 
@@ -515,16 +516,26 @@ def _names_apart(unit: _Scored, other: _Scored) -> bool:
     `topics.blacklist` was removed …", the same for `groups.blacklist`) read alike but for their names, and state
     different facts. One that only adds a name (another page's entry of the same setting, with its default's
     path) does not stand apart from the other; nor do two settings' entries: the sibling settings an answer
-    does not quote close it, named with their defaults (`_with_related_settings`)."""
+    does not quote close it, named with their defaults (`_with_related_settings`). Two command listings stand
+    apart by their long options too: "--alter --add-config log.cleaner.threads=2" and "--alter --delete-config
+    log.cleaner.threads" share nearly every word."""
     if unit.unit.kind == other.unit.kind == "setting":
         return False
     mine, theirs = _identifiers_of(unit.unit.matched_text), _identifiers_of(other.unit.matched_text)
+    if unit.unit.kind == other.unit.kind == "code":  # `--add-config` and `--delete-config` are two operations
+        mine, theirs = mine | _flags_of(unit.unit.matched_text), theirs | _flags_of(other.unit.matched_text)
     return bool(mine - theirs) and bool(theirs - mine)
 
 
 @functools.lru_cache(maxsize=4096)
 def _identifiers_of(text: str) -> frozenset[str]:
     return frozenset(extract_identifiers(text))
+
+
+def _flags_of(text: str) -> frozenset[str]:
+    """The long options a command listing passes (`--delete-config`): two command lines alike but for them
+    run different operations."""
+    return frozenset(_LONG_FLAG.findall(text))
 
 
 def _within(

@@ -476,6 +476,28 @@ def test_what_to_do_is_measured_against_the_best_fix_not_a_lead_that_restates_th
     assert "Ensure" not in fact.text and "**" not in fact.text, fact.text
 
 
+OVERRIDES = (
+    "To add a config override for broker 0:\n\n"
+    "$ bin/kafka-configs.sh --bootstrap-server localhost:9092 --entity-type brokers --entity-name 0 --alter "
+    "--add-config log.cleaner.threads=2\n\n"
+    "To remove the override again:\n\n"
+    "$ bin/kafka-configs.sh --bootstrap-server localhost:9092 --entity-type brokers --entity-name 0 --alter "
+    "--delete-config log.cleaner.threads\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("scores", "first", "second"),
+    [([0.9, 0.8], "--add-config", "--delete-config"), ([0.8, 0.9], "--delete-config", "--add-config")],
+)
+def test_a_command_line_that_differs_from_a_shown_one_by_its_options_is_new(scores, first, second):
+    """Two command lines that share nearly every word but an option run different operations: the second is
+    no repetition of the first, however few new words it brings."""
+    draft = _answer_from(OVERRIDES, scores, FACT, min_novelty=0.9)
+    units = _units(draft.text)
+    assert len(units) == 2 and first in units[0] and second in units[1], draft.text
+
+
 def test_units_far_below_the_lead_are_left_out():
     axes = _Axes()
     draft = extract_answer(ranked([candidate(axes, "a", FIX, [0.9, 0.85, 0.5])]), shape(relative_cutoff=0.1))
