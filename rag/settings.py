@@ -85,7 +85,8 @@ class Settings:
     # For a unit of a passage the answer quotes nothing of yet, when the next unit is picked: depth in the first
     # passage costs the facts of the next ones. Chosen by `evals/tune_answers.py --half-indexes ... --only
     # unit_new_passage_weight` (evals/reports/tune_new_passage_weight.md; 0.1-0.25 all gain, and `--check`
-    # chose 0.2 on either half of the tuning questions, gaining on the other: *_check.md).
+    # chose 0.2 on either half of the tuning questions, gaining on the other:
+    # evals/reports/tune_new_passage_weight_check.md).
     unit_new_passage_weight: float = 0.2
     unit_echo_weight: float = 0.3  # against a unit that repeats the user's pasted command, or names another exception
     unit_echo_share: float = 0.8  # ... or a code unit with this share of its words in the question (their log lines)
