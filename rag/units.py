@@ -816,11 +816,12 @@ def lead_in_ending(text: str, continues_code: bool = False) -> str:
 
 def leading_block_end(text: str, continues_code: bool = False) -> int:
     """Where the list or fenced block that `text` begins with ends (0 when it begins with neither)."""
+    code = starts_with_code(text, continues_code)
+    if not code and not starts_in_list(text):
+        return 0  # not scanned: most chunks begin with prose
     lines = [line for line in _scan(text, continues_code) if line.kind != "blank"]
-    if starts_with_code(text, continues_code):
+    if code:
         return lines[0].end if lines and lines[0].kind == "fence" else 0
-    if not starts_in_list(text):
-        return 0
     indent = lines[0].indent
     end = 0
     for line in lines:
