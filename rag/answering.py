@@ -27,7 +27,7 @@ import numpy as np
 
 from rag.identifiers import extract_identifiers
 from rag.lexical import tokenize
-from rag.passages import NOT_COVERED, Citation, Passage
+from rag.passages import NOT_COVERED, Citation, Passage, merged
 from rag.query import Query, told_words
 from rag.ranking import Ranked
 from rag.retrieval import Candidate, CandidatePool
@@ -1184,8 +1184,8 @@ def _render(
         key=lambda b: b != part[id(lead)],
     )
     grouped = layout and len(buckets) > 1
-    # Grouped by part of the answer, each part by score; or else the lead first, then each passage's units
-    # together, passages in rank order and a passage's units in its own order, so that steps and "for
+    # Grouped by part of the answer, each part by score; or else the lead first, then each section's units
+    # together, sections in rank order and a section's units in the page's order, so that steps and "for
     # instance" read as the page has them.
     # The lead comes first with the sentences that lean on it, or on which it leans (`_with_what_they_follow`).
     head = [lead]
@@ -1200,28 +1200,47 @@ def _render(
         *sources,
         *sorted({u.candidate_index for u in chosen} - {lead.candidate_index, *sources}),
     ]
-    reading = sorted(chosen, key=lambda u: (not _among(u, head), passages.index(u.candidate_index), u.unit.position))
+    # The chunks of one section are one source (`_citation`).
+    sections: dict[tuple[str, tuple[str, ...]], int] = {}
+    for index in passages:
+        sections.setdefault(_section_of(candidates[index].passage), len(sections))
+
+    def place_in_reading(unit: _Scored) -> tuple[bool, int, int, int]:
+        candidate = candidates[unit.candidate_index]
+        return not _among(unit, head), sections[_section_of(candidate.passage)], candidate.row, unit.unit.position
+
+    reading = sorted(chosen, key=place_in_reading)
     by_part = [u for bucket in buckets for u in chosen if part[id(u)] == bucket]
     ordered = _lead_ins_first(by_part) if grouped else reading
     # A list's or code block's lead-in read back from an earlier chunk (`Candidate.block_intro`) is cited to it:
     # its marker, keyed -1 - candidate index, comes right before the marker of the chunk with the items.
+    # Chunks of one section share a marker: the section is one source to the reader, however chunking split it.
     markers: dict[int, int] = {}
+    section_markers: dict[tuple[str, tuple[str, ...]], int] = {}
+
+    def mark(key: int) -> None:
+        if key not in markers:
+            section = _section_of(_keyed_passage(key, candidates))
+            markers[key] = section_markers.setdefault(section, len(section_markers) + 1)
+
     for unit in ordered:
         if _carried(unit, candidates):
-            markers.setdefault(-1 - unit.candidate_index, len(markers) + 1)
-        markers.setdefault(unit.candidate_index, len(markers) + 1)
+            mark(-1 - unit.candidate_index)
+        mark(unit.candidate_index)
     for unit in related:
-        markers.setdefault(unit.candidate_index, len(markers) + 1)
+        mark(unit.candidate_index)
     blocks: list[str] = []
     current = ""
     named: set[int] = set()
 
-    # Units that share a lead-in show as one block, the lead-in once (pieces of a list cut for size); so do
-    # the items of one list without a lead-in, as that list.
+    # Units that share a lead-in show as one block, the lead-in once (pieces of a list cut for size, by chunking
+    # too: the chunks of one section are one source); so do the items of one list without a lead-in, as that list.
     # Under the troubleshooting layout, the items of a list that fall in different parts stay apart.
     def shared_key(unit: _Scored) -> tuple[object, ...] | None:
         items = _list_key(unit)
-        return _lead_key(unit) or (items and (*items, unit.bucket if grouped else ""))
+        if lead := _lead_key(unit):
+            return markers[unit.candidate_index], lead[1]
+        return items and (*items, unit.bucket if grouped else "")
 
     sharing: dict[tuple[object, ...], list[_Scored]] = {}
     for unit in ordered:
@@ -1239,11 +1258,10 @@ def _render(
         if len(group) > 1 and _list_key(unit) is not None:
             block = render_list_items([u.unit for u in group], candidates[unit.candidate_index].passage.text, marker)
         elif len(group) > 1:
-            block = render_shared_lead([u.unit for u in group], marker)
+            block = render_shared_lead(_in_page_order(group, candidates), marker)
         else:
             block = render_unit(with_table_header(unit.unit, candidates[unit.candidate_index].table_header), marker)
-        if _carried(unit, candidates):
-            intro = markers[-1 - unit.candidate_index]
+        if _carried(unit, candidates) and (intro := markers[-1 - unit.candidate_index]) != marker:
             block = block.replace(f" [{marker}]", f" [{intro}][{marker}]", 1)
         key = _heading_key(candidates[unit.candidate_index].passage, any(u.entry >= 0 for u in group))
         # A setting or row names its own subject; a bare code block must start its line.
@@ -1256,9 +1274,43 @@ def _render(
     if related:
         mentions = " · ".join(render_setting_mention(u.unit, markers[u.candidate_index]) for u in related)
         blocks.append(f"Related settings: {mentions}")
+    keys_of: dict[int, list[int]] = {}
+    for marker_key, number in markers.items():
+        keys_of.setdefault(number, []).append(marker_key)
     citations = tuple(
-        Citation(marker=marker, passage=passage, quotes=quotes)
-        for key, marker in sorted(markers.items(), key=lambda item: item[1])
-        for passage, quotes in [_cited(key, candidates, [*ordered, *related])]
+        _citation(marker, keys_of[marker], candidates, [*ordered, *related]) for marker in sorted(keys_of)
     )
     return Draft(text="\n\n".join(blocks).strip(), citations=citations, abstained=False)
+
+
+def _in_page_order(group: Sequence[_Scored], candidates: tuple[Candidate, ...]) -> list[EvidenceUnit]:
+    """The units of a group that may span chunks of one section, numbered as one run of the page's text."""
+    ordered = sorted(group, key=lambda u: (candidates[u.candidate_index].row, u.unit.position))
+    return [dataclasses.replace(u.unit, position=place) for place, u in enumerate(ordered)]
+
+
+def _section_of(passage: Passage) -> tuple[str, tuple[str, ...]]:
+    return passage.source_path, passage.section_path
+
+
+def _keyed_passage(key: int, candidates: tuple[Candidate, ...]) -> Passage:
+    """The passage a marker key stands for: a candidate's, or for -1 - its index, the earlier chunk its carried
+    lead-in comes from (`_cited`)."""
+    if key < 0:
+        intro = candidates[-1 - key].block_intro
+        assert intro is not None  # keyed so only for a carried lead-in
+        return intro
+    return candidates[key].passage
+
+
+def _citation(marker: int, keys: list[int], candidates: tuple[Candidate, ...], ordered: list[_Scored]) -> Citation:
+    """One section's citation: its chunks merged in the document's order (a carried lead-in's chunk comes before
+    the chunk it was read back for), with every sentence the answer quotes from them."""
+
+    def place_in_document(key: int) -> float:
+        return candidates[key].row if key >= 0 else candidates[-1 - key].row - 0.5
+
+    cited = [_cited(key, candidates, ordered) for key in sorted(keys, key=place_in_document)]
+    passages = list({passage.chunk_id: passage for passage, _ in cited}.values())
+    quotes = tuple(dict.fromkeys(quote for _, quoted in cited for quote in quoted))
+    return Citation(marker=marker, passage=merged(passages), quotes=quotes)

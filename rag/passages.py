@@ -7,10 +7,12 @@ forms; no LangChain, FAISS or Spark object ever leaves `rag`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 NOT_COVERED = "The knowledge base does not cover this."  # an abstention's answer, and what the LLM must reply
+MIN_REPEATED_CHARS = 20  # the shortest text taken for the overlap chunking repeats at the start of the next chunk
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,24 @@ class Passage:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def merged(passages: Sequence[Passage]) -> Passage:
+    """Chunks of one section as one passage, in the order given (the document's): the first's label and score,
+    their texts joined, the text that chunking repeats at the start of the next chunk said once. An answer cites
+    a section once, not once per chunk it happens to quote."""
+    text = passages[0].text
+    for passage in passages[1:]:
+        text = _joined(text, passage.text)
+    identifiers = tuple(dict.fromkeys(i for passage in passages for i in passage.identifiers))
+    return dataclasses.replace(passages[0], text=text, identifiers=identifiers)
+
+
+def _joined(before: str, after: str) -> str:
+    for size in range(min(len(before), len(after)), MIN_REPEATED_CHARS - 1, -1):
+        if before.endswith(after[:size]):
+            return before + after[size:]
+    return f"{before}\n\n{after}"
 
 
 @dataclass(frozen=True)

@@ -82,13 +82,13 @@ class _Axes:
         return vectors
 
 
-def candidate(axes: _Axes, name: str, text: str, scores, heading: str = "Heading", vectors=None):
+def candidate(axes: _Axes, name: str, text: str, scores, heading: str = "Heading", vectors=None, source: str = ""):
     units = build_units(text, heading)
     assert len(scores) == len(units), [u.parts for u in units]
     return make_candidate(
         name,
         section=("Doc", heading),
-        source=f"{name}.html",
+        source=source or f"{name}.html",
         text=text,
         unit_scores=tuple(scores),
         unit_vectors=vectors if vectors is not None else axes.take(len(units)),
@@ -1915,3 +1915,51 @@ def test_a_told_sentence_leads_when_nothing_else_rises_over_the_floor_or_comes_n
     assert _after(GROUPS_ANSWER, GROUPS, [0.9, 0.5, 0.1], floor=0.6)[0].startswith("Consumers in a group")
     assert _after(GROUPS_ANSWER, GROUPS, [0.9, 0.8, 0.1], told_max_gap=0.05)[0].startswith("Consumers in a group")
     assert "rebalance-rate-per-hour" in _after(GROUPS_ANSWER, GROUPS, [0.9, 0.8, 0.1], told_max_gap=0.15)[0]
+
+
+def test_chunks_of_one_section_are_one_source():
+    """A section that chunking split is one source to the reader: units quoted from two of its chunks share a
+    marker, and the citation's passage holds both chunks' text in the document's order, their overlap once."""
+    axes = _Axes()
+    first = "Reassigning partitions copies replicas between brokers. Throttle the copy to protect the network."
+    second = "Throttle the copy to protect the network. Remove the throttle when the reassignment completes."
+    early = candidate(axes, "early", first, (0.2, 0.7), heading="Throttling", source="ops.html")
+    late = candidate(axes, "late", second, (0.1, 0.9), heading="Throttling", source="ops.html")
+    other = candidate(axes, "other", OTHER, (0.3, 0.2), heading="Share groups")
+    early, late, other = (dataclasses.replace(c, row=row) for c, row in ((early, 10), (late, 11), (other, 3)))
+    draft = extract_answer(ranked([late, early, other], FACT), shape(max_units_fact=4))
+    _check(draft)
+    assert draft.text.startswith("Remove the throttle when the reassignment completes. [1]\n\n")  # the lead
+    body = draft.text.split("\n\n")[1:]
+    assert body[:2] == [  # then the rest of its section as the page has it, the earlier chunk first
+        "Reassigning partitions copies replicas between brokers. [1]",
+        "Throttle the copy to protect the network. [1]",
+    ]
+    throttling, share_groups = draft.citations
+    assert throttling.passage.text == (
+        "Reassigning partitions copies replicas between brokers. Throttle the copy to protect the network. "
+        "Remove the throttle when the reassignment completes."
+    )
+    assert share_groups.marker == 2 and share_groups.passage.source_path == "other.html"
+
+
+def test_a_list_that_chunking_split_is_shown_once_under_its_lead_in_in_the_page_order():
+    """Two chunks of one section each hold part of a list (the second begins with bare items and carries the
+    lead-in back): the answer shows one list under the lead-in once, the items as the page has them."""
+    axes = _Axes()
+    first = "Kafka supports these mechanisms:\n\n- GSSAPI (Kerberos) for Active Directory.\n- PLAIN with TLS."
+    second = (
+        "- SCRAM-SHA-256 with salted passwords.\n- OAUTHBEARER with tokens.\n\nEach needs its own JAAS configuration."
+    )
+    early = candidate(axes, "early", first, [0.7], heading="SASL", source="security.html")
+    late = candidate(axes, "late", second, [0.9, 0.8, 0.1], heading="SASL", source="security.html")
+    early = dataclasses.replace(early, row=4)
+    late = dataclasses.replace(late, row=5, block_lead_in="Kafka supports these mechanisms:", block_intro=early.passage)
+    draft = extract_answer(ranked([late, early], FACT), shape(max_units_fact=3))
+    _check(draft)
+    assert draft.text == (
+        "Kafka supports these mechanisms: [1]\n- GSSAPI (Kerberos) for Active Directory.\n- PLAIN with TLS.\n"
+        "- SCRAM-SHA-256 with salted passwords.\n- OAUTHBEARER with tokens."
+    )
+    (citation,) = draft.citations
+    assert citation.passage.text == f"{first}\n\n{second}"
