@@ -1289,6 +1289,15 @@ def _in_page_order(group: Sequence[_Scored], candidates: tuple[Candidate, ...]) 
     return [dataclasses.replace(u.unit, position=place) for place, u in enumerate(ordered)]
 
 
+def section_passages(candidates: Sequence[Candidate]) -> tuple[Passage, ...]:
+    """The ranked candidates as the sources a reader sees: the chunks of one section merged in the page's order
+    (`rag.passages.merged`), sections in the order of their best-ranked chunk. What the LLM answerer numbers."""
+    chunks: dict[tuple[str, tuple[str, ...]], list[Candidate]] = {}
+    for candidate in candidates:
+        chunks.setdefault(_section_of(candidate.passage), []).append(candidate)
+    return tuple(merged([c.passage for c in sorted(section, key=lambda c: c.row)]) for section in chunks.values())
+
+
 def _section_of(passage: Passage) -> tuple[str, tuple[str, ...]]:
     return passage.source_path, passage.section_path
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rag.abstention import ABSTENTION_FEATURES, abstention_features, load_abstention, should_abstain
-from rag.answering import AnswerShape, Draft, abstain, extract_answer
+from rag.answering import AnswerShape, Draft, abstain, extract_answer, section_passages
 from rag.embedding import Embedder, load_embedder, model_identity
 from rag.errors import GenerationError, QuestionError
 from rag.follow import VersionFollower
@@ -373,7 +373,7 @@ class Assistant:
         return asks
 
     def _stream_llm(self, prepared: _Prepared, history: History, notes: list[str]):
-        passages = [c.passage for c in prepared.ranked.candidates]
+        passages = section_passages(prepared.ranked.candidates)
         try:
             llm_draft = None
             for event in self._llm_answerer().stream(prepared.query.question, history, passages):

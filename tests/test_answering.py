@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from rag.answering import AnswerShape, abstain, extract_answer, passage_priors
+from rag.answering import AnswerShape, abstain, extract_answer, passage_priors, section_passages
 from rag.passages import NOT_COVERED
 from rag.query import QueryIdentifier, parse_query
 from rag.ranking import Ranked
@@ -1963,3 +1963,20 @@ def test_a_list_that_chunking_split_is_shown_once_under_its_lead_in_in_the_page_
     )
     (citation,) = draft.citations
     assert citation.passage.text == f"{first}\n\n{second}"
+
+
+def test_section_passages_are_the_ranked_sections_each_in_the_page_order():
+    def chunk(name: str, heading: str, text: str, row: int):
+        return dataclasses.replace(
+            make_candidate(name, section=("Ops", heading), source="ops.html", text=text), row=row
+        )
+
+    later = chunk("later", "Quotas", "Quotas are enforced per client group.", 8)
+    other = chunk("other", "Racks", "Replicas are spread across racks.", 2)
+    earlier = chunk("earlier", "Quotas", "Quotas protect the cluster.", 7)
+    quotas, racks = section_passages([later, other, earlier])
+    assert (quotas.chunk_id, quotas.text) == (
+        "earlier",
+        "Quotas protect the cluster.\n\nQuotas are enforced per client group.",
+    )
+    assert racks.chunk_id == "other"

@@ -73,6 +73,17 @@ def test_ask_answers_from_the_llm_with_checked_citations(llm_assistant: Assistan
     assert any("citation marker" in note for note in answer.notes)
 
 
+def test_the_chunks_of_one_section_reach_the_model_as_one_passage(llm_assistant: Assistant, fake_llm: FakeLLM) -> None:
+    """Four of the five passages ranked for this question are chunks of one section of the exactly-once guide:
+    the model is given that section once, its text in the page's order, as the reader sees its sources."""
+    answer = llm_assistant.ask("how do I fix ProducerFencedException in kafka streams?")
+
+    prompt = fake_llm.chat_requests()[-1]["messages"][-1]["content"]
+    sources = re.findall(r'<passage n="\d+">\nSource: ([^\n]*)\n', prompt)
+    assert len(sources) >= 2 and len(set(sources)) == len(sources), sources
+    assert answer.answerer == "llm" and [c.marker for c in answer.citations] == [1]
+
+
 def test_stream_yields_deltas_then_the_answer(llm_assistant: Assistant) -> None:
     *deltas, answer = llm_assistant.stream(QUESTION)
 
