@@ -181,7 +181,8 @@ _CLASS_NAME = re.compile(r"^(?:[a-z]\w*\.)+[A-Z]\w*(?:\$\w+)?$")  # a package pa
 
 
 def abstain(ranked: Ranked, related: int = 3) -> Draft:
-    passages = tuple(c.passage for c in ranked.candidates[:related])
+    """The answer "not covered", with the `related` best-ranked sections as possibly related (`section_passages`)."""
+    passages = section_passages(ranked.candidates)[:related]
     note = " The closest passages are listed as possibly related." if passages else ""
     return Draft(text=NOT_COVERED + note, citations=(), abstained=True, related=passages)
 

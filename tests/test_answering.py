@@ -1815,6 +1815,16 @@ def test_abstain_lists_the_closest_passages_without_citations():
     assert abstain(ranked([])).text == NOT_COVERED
 
 
+def test_abstain_lists_each_related_section_once():
+    axes = _Axes()
+    a, b, c, d = (
+        candidate(axes, name, OTHER, [0.5, 0.4], heading=heading) for name, heading in zip("abcd", "XXYZ", strict=True)
+    )
+    b = dataclasses.replace(b, passage=dataclasses.replace(b.passage, source_path="a.html"))  # a's section
+    draft = abstain(ranked([a, b, c, d]))
+    assert [p.chunk_id for p in draft.related] == ["a", "c", "d"]
+
+
 def test_extract_answer_is_deterministic():
     axes = _Axes()
     candidates = [candidate(axes, "a", FIX, [0.9, 0.8, 0.7]), candidate(axes, "b", OTHER, [0.85, 0.75])]
