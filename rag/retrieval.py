@@ -620,15 +620,20 @@ class Retriever:
         # pasted log), not a subject the corpus lacks nor a term any passage could match.
         frequency = {t: n for t, n in frequency.items() if n or not _NUMBER.fullmatch(t)}
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
-        unseen = sum(w for t, w in weights.items() if not frequency[t] and t not in query.own_terms)
+        focus = query.focus_identifiers
+        # An exception class the corpus never names is known when its error name is (`NotEnoughReplicasException`).
+        carried_errors = {e.name.replace("_", "") for e in errors}
+        known = {
+            i
+            for i in {*focus, *query.asked}
+            if i.removesuffix("exception").removesuffix("error") in carried_errors or i in carried_names
+        }
+        stands_for = known & focus
+        unseen = sum(w for t, w in weights.items() if not frequency[t] and t not in query.own_terms and t not in known)
         unknown = unseen / (sum(weights.values()) or 1.0)
         names = [name for name in query.names if self._unknown_name(name)]
         # A sentence's capitalised first word counts as a name only when the corpus never uses it.
         openers = [name for name in query.opening_names if self._unknown_name(name)]
-        focus = query.focus_identifiers
-        # An exception class the corpus never names is known when its error name is (`NotEnoughReplicasException`).
-        carried_errors = {e.name.replace("_", "") for e in errors}
-        stands_for = {i for i in focus if i.removesuffix("exception").removesuffix("error") in carried_errors}
         return QueryEvidence(
             term_weights=weights,
             unknown_term_share=unknown,
@@ -646,7 +651,7 @@ class Retriever:
             ),
             unknown_label_share=self._unknown_label_share(query),
             unknown_asked_name_share=self._unknown_asked_name_share(query),
-            unknown_asked_identifier_share=self._unknown_asked_identifier_share(query),
+            unknown_asked_identifier_share=self._unknown_asked_identifier_share(query, known),
             unknown_asked_phrase_share=self._unknown_asked_phrase_share(query),
         )
 
@@ -683,13 +688,16 @@ class Retriever:
                 return True
         return False
 
-    def _unknown_asked_identifier_share(self, query: Query) -> float:
+    def _unknown_asked_identifier_share(self, query: Query, known: Collection[str]) -> float:
         """Of the identifiers the asking sentences name (`Query.asked`: "what's the `kafka-get-offsets.sh`
-        command for …?"), the share no chunk carries; the user's own names do not count. A tool, setting or class
-        the user asks about by name that the corpus never names is one the docs do not cover, where an unknown
-        identifier of a pasted error line may still be answered by the passage about its error."""
+        command for …?"), the share no chunk carries; the user's own names do not count, nor do the `known` ones
+        the corpus names otherwise ("my producer gets NotEnoughReplicasException": the error `NOT_ENOUGH_REPLICAS`).
+        A tool, setting or class the user asks about by name that the corpus never names is one the docs do not
+        cover, where an unknown identifier of a pasted error line may still be answered by the passage about its
+        error."""
         asked = [i for i in query.asked if i not in query.own_terms]
-        return sum(not self._identifier_lookup.carried(i) for i in asked) / len(asked) if asked else 0.0
+        unknown = sum(i not in known and not self._identifier_lookup.carried(i) for i in asked)
+        return unknown / len(asked) if asked else 0.0
 
     def _unknown_asked_name_share(self, query: Query) -> float:
         """Of the names the asking sentences use (`Query.asked_names`), the share the corpus never mentions. A

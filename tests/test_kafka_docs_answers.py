@@ -209,6 +209,22 @@ def test_a_code_block_begun_in_a_later_chunk_is_shown_under_the_lead_in_ending_t
         assert all(quote in citation.passage.text for quote in citation.quotes), shown(answer)
 
 
+@pytest.mark.parametrize(
+    ("question", "error"),
+    [
+        ("my producer gets NotEnoughReplicasException", "NOT_ENOUGH_REPLICAS"),
+        ("what causes OutOfOrderSequenceException?", "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+        ("what does InvalidReplicationFactorException mean when creating a topic?", "INVALID_REPLICATION_FACTOR"),
+    ],
+)
+def test_an_exception_named_in_the_users_words_is_answered_by_its_error(docs, question, error):
+    """The docs never spell these exception classes, but their error rows are the answer: a question that names
+    one in its own words, no stack trace pasted, was declined as asking about something the corpus lacks."""
+    answer = docs.ask(question)
+    assert not answer.abstained, shown(answer)
+    assert f"`{error}` (Code:" in answer.text, shown(answer)
+
+
 def test_the_default_of_acks_is_all(docs):
     answer = docs.ask("What is the default value of acks for the producer?")
     assert not answer.abstained, shown(answer)

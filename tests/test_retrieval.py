@@ -474,6 +474,20 @@ def test_the_share_of_the_asking_sentences_identifiers_no_chunk_carries(retrieve
     assert share("why does the transaction time out?") == 0.0
 
 
+def test_an_exception_the_user_names_is_known_by_the_error_it_stands_for(retriever, stage):
+    """ "my share consumer gets InvalidRecordStateException": the seeds never spell the class, but its error
+    `INVALID_RECORD_STATE` is theirs, so neither the asking sentence's identifiers nor its words count it as
+    unknown; an exception no error name stands for still does."""
+
+    def evidence(question: str):
+        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence
+
+    named = evidence("my share consumer gets InvalidRecordStateException")
+    assert named.unknown_asked_identifier_share == 0.0 and named.unknown_term_share == 0.0
+    other = evidence("my share consumer gets ZorblattFrobnicationException")
+    assert other.unknown_asked_identifier_share == 1.0 and other.unknown_term_share > 0.0
+
+
 def test_the_share_of_the_asking_sentences_names_of_several_words_the_corpus_never_writes(retriever, stage):
     """A product named in words the corpus knows is one it never mentions when it never writes two of them
     together ("Record Coordinator"); next to each other in either order and any inflection, or as one word
