@@ -204,6 +204,7 @@ class Retriever:
             query = dataclasses.replace(
                 query, identifiers=tuple(dataclasses.replace(i, name=spelt.get(i, i.name)) for i in query.identifiers)
             )
+        spelt_names = frozenset(i.name for i in spelt)
         errors = self._carried_errors(query) | self._described_errors(query)
         if errors:  # searched and matched like the identifiers the user wrote, in the same place
             named = tuple(dataclasses.replace(i, name=name) for i, name in errors.items())
@@ -260,7 +261,7 @@ class Retriever:
             i.focus and i.name not in query.own_terms and self._identifier_lookup.shares_a_key_part(i.name)
             for i in unknown_keys
         )  # not the user's quoted 'my.topic', nor their `dc1.orders`
-        evidence = self._query_evidence(query, errors, unknown_asked, names.keys())
+        evidence = self._query_evidence(query, errors, unknown_asked, names.keys(), spelt_names)
         matched_terms = self._matched_terms(rows, evidence.term_weights)
         per_row = _PerRow(records, carried, lexical, dense_of, best_unit, first, matched_terms)
         features = self._features(query, mode, order, per_row, evidence, stage, idf)
@@ -609,11 +610,17 @@ class Retriever:
         return document_frequency(self.index.bm25, token)
 
     def _query_evidence(
-        self, query: Query, errors: dict[QueryIdentifier, str], unknown_keys_asked: int, carried_names: Collection[str]
+        self,
+        query: Query,
+        errors: dict[QueryIdentifier, str],
+        unknown_keys_asked: int,
+        carried_names: Collection[str],
+        spelt_names: Collection[str],
     ) -> QueryEvidence:
         """What the corpus says about the question's words; `unknown_keys_asked` counts the key-shaped
         words it asks about that no chunk carries (`_unknown_keys`, dropped from its identifiers);
-        `carried_names` are the CamelCase names it holds (`_carried_names`)."""
+        `carried_names` are the CamelCase names it holds (`_carried_names`), `spelt_names` the question's names
+        that spell one of its keys another way (`_spelt_keys`)."""
         total = self.size or 1
         frequency = {t: self._document_frequency(t) for t in dict.fromkeys(query.tokens)}
         # A number the corpus never uses is a value of this occurrence (an offset, a size, a count in a
@@ -621,12 +628,15 @@ class Retriever:
         frequency = {t: n for t, n in frequency.items() if n or not _NUMBER.fullmatch(t)}
         weights = {t: math.log(1 + total / (1 + n)) for t, n in frequency.items()}
         focus = query.focus_identifiers
-        # An exception class the corpus never names is known when its error name is (`NotEnoughReplicasException`).
+        # An exception class the corpus never names is known when its error name is (`NotEnoughReplicasException`),
+        # and so is a name that spells a key another way (`KAFKA_NUM_PARTITIONS`).
         carried_errors = {e.name.replace("_", "") for e in errors}
         known = {
             i
             for i in {*focus, *query.asked}
-            if i.removesuffix("exception").removesuffix("error") in carried_errors or i in carried_names
+            if i.removesuffix("exception").removesuffix("error") in carried_errors
+            or i in carried_names
+            or i in spelt_names
         }
         stands_for = known & focus
         unseen = sum(w for t, w in weights.items() if not frequency[t] and t not in query.own_terms and t not in known)
@@ -810,16 +820,17 @@ class _IdentifierLookup:
 
     def key_spelt_as(self, name: str) -> str | None:
         """The carried dotted key that an uncarried snake-case or dotted `name` ends with, read with dots
-        for its underscores and hyphens after one or more leading words (a prefix): an environment
-        variable (`KAFKA_CFG_LOG_RETENTION_HOURS` sets `log.retention.hours`) or a framework's property
-        (`spring.kafka.consumer.auto-offset-reset` sets `auto.offset.reset`); the longest such key."""
+        for its underscores and hyphens, after one or more leading words (a prefix) for a dotted name: an
+        environment variable (`KAFKA_CFG_LOG_RETENTION_HOURS` sets `log.retention.hours`), the key in capitals
+        (`MAX_POLL_INTERVAL_MS`) or a framework's property (`spring.kafka.consumer.auto-offset-reset` sets
+        `auto.offset.reset`); the longest such key."""
         if self.carried(name) or not ("_" in name or "." in name):
             return None
         words = re.split(r"[._-]", name)
         if len(words) < 3 or any(not w or not w.isalnum() for w in words):
             return None
         dotted = "." in name
-        for start in range(1, len(words) - 1):
+        for start in range(1 if dotted else 0, len(words) - 1):
             key = ".".join(words[start:])
             # A dotted name is another product's only under a prefix of its own: `spring.kafka.consumer.`,
             # not the corpus's own `topic.creation.default.` (whose tail is no broker key there).

@@ -225,6 +225,12 @@ def test_an_exception_named_in_the_users_words_is_answered_by_its_error(docs, qu
     assert f"`{error}` (Code:" in answer.text, shown(answer)
 
 
+def test_a_key_spelt_in_capitals_is_answered_by_its_entry(docs):
+    answer = docs.ask("MAX_POLL_INTERVAL_MS default?")  # declined as a name the docs lack, before
+    assert not answer.abstained, shown(answer)
+    assert "`max.poll.interval.ms`" in answer.text and "300000" in answer.text, shown(answer)
+
+
 def test_the_default_of_acks_is_all(docs):
     answer = docs.ask("What is the default value of acks for the producer?")
     assert not answer.abstained, shown(answer)

@@ -325,6 +325,7 @@ def test_a_variable_or_a_frameworks_property_stands_for_the_key_it_spells():
     )
     assert lookup.key_spelt_as("kafka_advertised_listeners") == "advertised.listeners"
     assert lookup.key_spelt_as("kafka_cfg_log_retention_hours") == "log.retention.hours"  # the longest key
+    assert lookup.key_spelt_as("log_retention_hours") == "log.retention.hours"  # the key itself, in capitals
     assert lookup.key_spelt_as("kafka_heap_opts") is None  # the corpus names the variable itself
     assert lookup.key_spelt_as("kafka_listeners") is None  # a one-word key is no dotted key
     assert lookup.key_spelt_as("not_enough_replicas") is None
@@ -486,6 +487,14 @@ def test_an_exception_the_user_names_is_known_by_the_error_it_stands_for(retriev
     assert named.unknown_asked_identifier_share == 0.0 and named.unknown_term_share == 0.0
     other = evidence("my share consumer gets ZorblattFrobnicationException")
     assert other.unknown_asked_identifier_share == 1.0 and other.unknown_term_share > 0.0
+
+
+def test_a_key_the_user_spells_in_capitals_is_known_as_that_key(retriever, stage):
+    """`TRANSACTION_TIMEOUT_MS` (a container variable's or a code constant's spelling) is the seeds'
+    `transaction.timeout.ms`: what the question is about, and no identifier or word the corpus lacks."""
+    pool = retriever.retrieve(parse_query("TRANSACTION_TIMEOUT_MS default?"), 5, "hybrid", stage)
+    assert "transaction.timeout.ms" in pool.query.focus_identifiers
+    assert pool.evidence.unknown_asked_identifier_share == 0.0 and pool.evidence.unknown_term_share == 0.0
 
 
 def test_the_share_of_the_asking_sentences_names_of_several_words_the_corpus_never_writes(retriever, stage):
