@@ -1120,13 +1120,11 @@ def _carried(unit: _Scored, candidates: tuple[Candidate, ...]) -> bool:
 
 
 def _cited(key: int, candidates: tuple[Candidate, ...], ordered: list[_Scored]) -> tuple[Passage, tuple[str, ...]]:
-    """The passage a marker key stands for (see `_render`) and what the answer quotes from it, verbatim: a
+    """The passage a marker key stands for (`_keyed_passage`) and what the answer quotes from it, verbatim: a
     carried lead-in from its own chunk, every other part from the candidate's."""
+    passage = _keyed_passage(key, candidates)
     if key < 0:
-        candidate = candidates[-1 - key]
-        assert candidate.block_intro is not None  # keyed so only for a carried lead-in
-        return candidate.block_intro, (candidate.block_lead_in,)
-    passage = candidates[key].passage
+        return passage, (candidates[-1 - key].block_lead_in,)
     parts = (part for u in ordered if u.candidate_index == key for part in u.unit.parts)
     return passage, tuple(part for part in parts if part in passage.text)
 
@@ -1304,8 +1302,8 @@ def _section_of(passage: Passage) -> tuple[str, tuple[str, ...]]:
 
 
 def _keyed_passage(key: int, candidates: tuple[Candidate, ...]) -> Passage:
-    """The passage a marker key stands for: a candidate's, or for -1 - its index, the earlier chunk its carried
-    lead-in comes from (`_cited`)."""
+    """The passage a marker key stands for (see `_render`): a candidate's, or for -1 - its index, the earlier
+    chunk its carried lead-in comes from."""
     if key < 0:
         intro = candidates[-1 - key].block_intro
         assert intro is not None  # keyed so only for a carried lead-in
