@@ -205,7 +205,7 @@ def test_a_code_block_begun_in_a_later_chunk_is_shown_under_the_lead_in_ending_t
     assert text.index("In the following example, user Alice") < text.index("--resource-pattern-type prefixed"), shown(
         answer
     )
-    for citation in answer.citations:  # every quote verbatim from the chunk it is cited to
+    for citation in answer.citations:  # every quote verbatim from the section it is cited to
         assert all(quote in citation.passage.text for quote in citation.quotes), shown(answer)
 
 
