@@ -638,7 +638,6 @@ class Retriever:
             or i in carried_names
             or i in spelt_names
         }
-        stands_for = known & focus
         unseen = sum(w for t, w in weights.items() if not frequency[t] and t not in query.own_terms and t not in known)
         unknown = unseen / (sum(weights.values()) or 1.0)
         names = [name for name in query.names if self._unknown_name(name)]
@@ -654,10 +653,7 @@ class Retriever:
             + sum(
                 1
                 for i in focus
-                if not self._identifier_lookup.carried(i)
-                and i not in carried_names
-                and i not in stands_for
-                and i not in query.own_terms
+                if not self._identifier_lookup.carried(i) and i not in known and i not in query.own_terms
             ),
             unknown_label_share=self._unknown_label_share(query),
             unknown_asked_name_share=self._unknown_asked_name_share(query),
