@@ -635,6 +635,17 @@ def shared_run(description: str, message: str) -> int:
     return best
 
 
+def extra_terms(description: str, message: str) -> int | None:
+    """How many terms (`tokenize`: no stop words) a table row's description holds beyond a message's, when it
+    holds every one of the message's but its numbers, the values it was printed with; None when it misses
+    one, or the message has fewer than `MIN_MESSAGE_WORDS` terms, too few to tell a message by."""
+    terms = {t for t in tokenize(message) if not t.isdigit()}
+    described = set(tokenize(description))
+    if len(terms) < MIN_MESSAGE_WORDS or not terms <= described:
+        return None
+    return len(described - terms)
+
+
 def _quoted(line: str) -> list[str]:
     """What `line` quotes, long enough to be a message."""
     return [next(g for g in m.groups() if g) for m in _QUOTED_MESSAGE.finditer(line)]

@@ -37,7 +37,7 @@ from rag.lexical import (
     tokenize,
 )
 from rag.passages import Passage
-from rag.query import Query, QueryIdentifier, says_message, shared_run
+from rag.query import Query, QueryIdentifier, extra_terms, says_message, shared_run
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
 from rag.units import lead_in_ending, list_ending, row_cells, starts_in_list, starts_with_code, table_start
@@ -770,10 +770,15 @@ def _rows_saying(texts: Iterable[str], message: str) -> list[str]:
     the message holds, or which holds the message; else of the row whose description shares the longest
     run of words with it, of `SHARED_RUN_WORDS` or more (a client prints the broker's error in its own
     words: "The consumer group is actively subscribed to the topic" is GROUP_SUBSCRIBED_TO_TOPIC's "…while
-    the consumer group is actively subscribed to it")."""
+    the consumer group is actively subscribed to it"); else of the row whose description holds every word of
+    the message but its values, and the fewest others (`extra_terms`): a broker prints its error with the
+    values filled in ("Replication factor: 3 larger than available brokers: 1" is INVALID_REPLICATION_FACTOR's
+    "Replication factor is below 1 or larger than the number of available brokers"), which breaks every run."""
     names: list[str] = []
     closest: list[str] = []
+    covering: list[str] = []
     longest = SHARED_RUN_WORDS - 1
+    fewest = math.inf
     for line in (line for text in texts for line in text.split("\n")):
         cells = row_cells(line)
         if len(cells) < 2:
@@ -782,7 +787,9 @@ def _rows_saying(texts: Iterable[str], message: str) -> list[str]:
             names += extract_identifiers(cells[0])
         elif (run := shared_run(cells[-1], message)) > longest:
             longest, closest = run, list(extract_identifiers(cells[0]))
-    return names or closest
+        elif (extra := extra_terms(cells[-1], message)) is not None and extra < fewest:
+            fewest, covering = extra, list(extract_identifiers(cells[0]))
+    return names or closest or covering
 
 
 class _IdentifierLookup:

@@ -120,6 +120,11 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
             "must be at least 2",
             "POLICY_VIOLATION",
         ),
+        # a broker's message with its values filled in, quoted in the user's sentence
+        (
+            'creating a topic fails with "Replication factor: 3 larger than available brokers: 1"',
+            "INVALID_REPLICATION_FACTOR",
+        ),
         # an error object as a librdkafka-based client prints it, below a sentence naming another setting
         (
             "our topic has min.insync.replicas=2, so I set acks=2 on the producer to match. now sends fail with\n"

@@ -281,6 +281,26 @@ def test_a_message_in_a_clients_own_words_names_the_row_sharing_its_longest_run_
     assert _rows_saying(chunks, exact) == ["unknown_member_id"]
 
 
+def test_a_message_printed_with_its_values_names_the_row_whose_description_holds_its_words():
+    """A broker fills its message in ("Replication factor: 3 larger than available brokers: 1"): no run of five
+    words is left of the row's description, but every word of the message but its values is in it."""
+    from rag.query import message_words
+    from rag.retrieval import _rows_saying
+
+    text = (
+        "Error | Code | Retriable | Description\n"
+        "INVALID_PARTITIONS | 37 | False | Number of partitions is below 1.\n"
+        "INVALID_REPLICATION_FACTOR | 38 | False | Replication factor is below 1 or larger than the number of "
+        "available brokers.\n"
+        "INVALID_REPLICA_ASSIGNMENT | 39 | False | Replica assignment is invalid."
+    )
+    printed = message_words("Replication factor: 3 larger than available brokers: 1")
+    assert _rows_saying([text], printed) == ["invalid_replication_factor"]
+    # Two of the five words are no row's: no message of this table.
+    assert _rows_saying([text], message_words("Replication factor of the topic exceeds broker count")) == []
+    assert _rows_saying([text], message_words("partitions below 1")) == []  # too few words to tell a message by
+
+
 def test_a_name_is_an_error_where_a_chunk_defining_it_holds_an_error_code(retriever):
     assert retriever._names_an_error("invalid_record_state")  # "Kafka Error INVALID_RECORD_STATE / Error code 121"
     assert not retriever._names_an_error("create_time")  # a timestamp type the seeds mention
