@@ -161,12 +161,17 @@ def correction(word: str, frequency: Callable[[str], int]) -> str | None:
     tokens = tokenize(word)
     if len(word) < MIN_CORRECTED_CHARS or not word.isalpha() or len(tokens) != 1 or frequency(tokens[0]):
         return None
-    token = tokens[0]
-    edits = {token[:i] + token[i + 1] + token[i] + token[i + 2 :] for i in range(len(token) - 1)}
-    edits |= {token[:i] + c + token[i:] for i in range(len(token) + 1) for c in ascii_lowercase}
-    used = [(frequency(t), t) for t in sorted(edits)]
+    used = [(frequency(t), t) for t in sorted(slips(tokens[0]))]
     best = max(used, default=(0, ""))
     return best[1] if best[0] else None
+
+
+def slips(word: str) -> frozenset[str]:
+    """What the user meant, if `word` misses one letter or swaps two neighbours: every spelling one letter
+    added or one swap of neighbours away from it."""
+    edits = {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)}
+    edits |= {word[:i] + c + word[i:] for i in range(len(word) + 1) for c in ascii_lowercase}
+    return frozenset(edits - {word})
 
 
 def _fold(word: str) -> str:

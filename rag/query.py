@@ -211,6 +211,8 @@ class Query:
     # they saw): a name only those others give is context, not what is asked. Empty for a follow-up and a
     # question that is all asking.
     asking_tokens: tuple[str, ...] = ()
+    # Each name of the user's that retrieval read as the corpus's (a misspelt key), with that name.
+    read_as: tuple[tuple[str, str], ...] = ()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:

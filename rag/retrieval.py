@@ -34,6 +34,7 @@ from rag.lexical import (
     parts_only,
     rows_holding,
     rows_with,
+    slips,
     tokenize,
 )
 from rag.passages import Passage
@@ -343,7 +344,9 @@ class Retriever:
     def _spelling_corrected(self, query: Query) -> Query:
         """The query with each misspelt word of the user's in the corpus's spelling (`correction`): a word
         written in lower case on its own, not part of a name (`spring-kafka`) nor one of the user's own terms.
-        A typo is no word the corpus lacks: "how to incrase partitons" was declined as uncovered."""
+        A typo is no word the corpus lacks: "how to incrase partitons" was declined as uncovered. So with a
+        dotted key the corpus never carries and one of its keys is one slip away from (`key_misspelt_as`):
+        "max.pol.interval.ms" is `max.poll.interval.ms`."""
         fixed: dict[str, str] = {}
         for word in set(_PLAIN_WORD.findall(query.text)):
             if query.own_terms.intersection(tokenize(word)):
@@ -351,10 +354,21 @@ class Retriever:
             right = correction(word, self._document_frequency)
             if right is not None:
                 fixed[word] = right
-        if not fixed:
+        keys = {i.name: key for i in query.identifiers if (key := self._identifier_lookup.key_misspelt_as(i.name))}
+        if not fixed and not keys:
             return query
         text = _PLAIN_WORD.sub(lambda m: fixed.get(m.group(0), m.group(0)), query.text)
-        return dataclasses.replace(query, text=text, tokens=tuple(tokenize(text)))
+        for wrong, right in keys.items():
+            text = re.sub(rf"(?<![\w.-]){re.escape(wrong)}(?![\w-]|\.\w)", right, text, flags=re.IGNORECASE)
+        return dataclasses.replace(
+            query,
+            text=text,
+            tokens=tuple(tokenize(text)),
+            identifiers=tuple(dataclasses.replace(i, name=keys.get(i.name, i.name)) for i in query.identifiers),
+            asked=frozenset(keys.get(name, name) for name in query.asked),
+            valued=frozenset(keys.get(name, name) for name in query.valued),
+            read_as=tuple(sorted(keys.items())),
+        )
 
     def _unknown_keys(self, query: Query) -> frozenset[QueryIdentifier]:
         """The question's two-part dotted words that no chunk carries: `buffer.memory` is a key where the
@@ -841,6 +855,14 @@ class _IdentifierLookup:
             if foreign and self.carried(key):
                 return key
         return None
+
+    def key_misspelt_as(self, name: str) -> str | None:
+        """The carried dotted key, of those one slip (`slips`) away from an uncarried dotted `name`, that the
+        most chunks carry: a key with a letter left out or two swapped."""
+        if "." not in name or self.carried(name):
+            return None
+        found = [(len(self.rows(key)), key) for key in sorted(slips(name)) if "." in key and self.carried(key)]
+        return max(found)[1] if found else None
 
     def error_name(self, name: str) -> str | None:
         """The carried error name an exception class's `name` stands for: itself, or the one name with one

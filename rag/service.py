@@ -60,6 +60,9 @@ TASK_NOTE = (
     "This asks for something to be written, generated, translated or summarised; the assistant answers "
     "questions from its knowledge base, so it lists the closest passages instead."
 )
+READ_AS_NOTE = (
+    "Read `{wrong}` as `{right}`: the knowledge base names no `{wrong}`; check its spelling where you set it."
+)
 LLM_FALLBACK_NOTE = "The language model was unavailable: {reason} Showing the extractive answer from the passages."
 # First-stage candidates asked of each retriever per passage ranked (each gives `Settings.candidates` at least).
 RETRIEVAL_DEPTH_PER_PASSAGE = 4
@@ -352,6 +355,7 @@ class Assistant:
             notes.insert(0, TRIMMED_NOTE)
         timings["parse"] = elapsed_ms(started)
         pool = retriever.retrieve(query, k * RETRIEVAL_DEPTH_PER_PASSAGE, mode, self._first_stage)
+        notes += [READ_AS_NOTE.format(wrong=wrong, right=right) for wrong, right in pool.query.read_as]
         timings.update(pool.timings_ms)
         started = time.perf_counter()
         ranked = rank(pool, k, self.settings.max_per_section, self._ranker)

@@ -236,6 +236,12 @@ def test_a_key_spelt_in_capitals_is_answered_by_its_entry(docs):
     assert "`max.poll.interval.ms`" in answer.text and "300000" in answer.text, shown(answer)
 
 
+def test_a_misspelt_key_is_answered_by_its_entry(docs):
+    answer = docs.ask("max.pol.interval.ms default")  # declined as a key the docs lack, before
+    assert not answer.abstained, shown(answer)
+    assert "`max.poll.interval.ms`" in _opening(answer) and "300000" in answer.text, shown(answer)
+
+
 def test_the_default_of_acks_is_all(docs):
     answer = docs.ask("What is the default value of acks for the producer?")
     assert not answer.abstained, shown(answer)

@@ -301,6 +301,38 @@ def test_a_message_printed_with_its_values_names_the_row_whose_description_holds
     assert _rows_saying([text], message_words("partitions below 1")) == []  # too few words to tell a message by
 
 
+def test_a_dotted_key_one_slip_from_a_carried_key_is_that_key():
+    """A letter left out or two swapped: the carried key one such slip away, the one most chunks carry."""
+    import pyarrow as pa
+
+    from rag.retrieval import _IdentifierLookup
+
+    lookup = _IdentifierLookup(
+        pa.chunked_array(
+            [
+                [["max.poll.interval.ms", "auto.offset.reset"], ["max.poll.interval.ms"]],
+                [["retention.ms", "log.retention.ms"], ["max.poll.intervals.ms"]],
+            ]
+        )
+    )
+    assert lookup.key_misspelt_as("max.pol.interval.ms") == "max.poll.interval.ms"  # not `max.poll.intervals.ms`
+    assert lookup.key_misspelt_as("auto.offest.reset") == "auto.offset.reset"
+    assert lookup.key_misspelt_as("retnetion.ms") == "retention.ms"
+    assert lookup.key_misspelt_as("retention.ms") is None  # carried: spelt right
+    assert lookup.key_misspelt_as("max.poll.interval.mx") is None  # a letter replaced: another name
+    assert lookup.key_misspelt_as("retentionms") is None  # no dotted name
+
+
+def test_a_misspelt_key_is_searched_and_known_as_the_key(retriever, stage):
+    query = parse_query("what does auto.ofset.reset do when the group has no committed offset?")
+    pool = retriever.retrieve(query, 20, "hybrid", stage)
+    assert "auto.offset.reset" in pool.query.focus_identifiers
+    assert "auto.ofset.reset" not in pool.query.identifiers
+    assert "auto.offset.reset" in pool.query.text
+    assert pool.evidence.unknown_focus_identifiers == 0
+    assert "auto.offset.reset" in pool.candidates[0].identifiers
+
+
 def test_a_name_is_an_error_where_a_chunk_defining_it_holds_an_error_code(retriever):
     assert retriever._names_an_error("invalid_record_state")  # "Kafka Error INVALID_RECORD_STATE / Error code 121"
     assert not retriever._names_an_error("create_time")  # a timestamp type the seeds mention

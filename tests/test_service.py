@@ -14,7 +14,7 @@ import pytest
 from rag import Answer, Assistant, QuestionError, SearchResult
 from rag.answering import NOT_COVERED
 from rag.errors import IndexMismatchError, IndexNotFoundError, RetrievalError
-from rag.service import TASK_NOTE, TRIMMED_NOTE
+from rag.service import READ_AS_NOTE, TASK_NOTE, TRIMMED_NOTE
 from rag.settings import BASE_MODEL, DEFAULT_MODEL, Settings
 
 pytestmark = pytest.mark.slow
@@ -273,6 +273,17 @@ def test_a_request_to_write_something_is_declined_with_a_note_even_about_a_cover
     assert answer.related
     covered = assistant.ask("What does INVALID_RECORD_STATE on our share consumers mean?")
     assert not covered.abstained and TASK_NOTE not in covered.notes
+
+
+def test_a_misspelt_key_is_answered_as_the_key_with_a_note_saying_so(assistant):
+    """A key misspelt in the user's configuration is silently ignored by Kafka: the answer is the key's, and
+    a note says which name it was read as, so the user checks where they set it."""
+    answer = assistant.ask("we raised max.pol.interval.ms but streams threads still get kicked out of the group")
+    assert not answer.abstained
+    assert READ_AS_NOTE.format(wrong="max.pol.interval.ms", right="max.poll.interval.ms") in answer.notes
+    assert "max.poll.interval.ms" in answer.text
+    spelt_right = assistant.ask("we raised max.poll.interval.ms but streams threads still get kicked out of the group")
+    assert spelt_right.notes == ()
 
 
 # ------------------------------------------------------------------------------------------ answers
