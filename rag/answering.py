@@ -161,6 +161,8 @@ _LEANS_BACK = re.compile(
     r"(?!(?<=It) (?:is|was) (?:\w+ ){1,3}(?:to|that|for)\b))\b"
     # ... or after a short opening phrase: "In short, this determines …", "In practice, they …"
     r"|^[A-Z]\w*(?: \w+){0,2}, (?:this|that|these|those|it|they|such)\b(?! (?:is|are) (?:a|an|the) )"
+    # ... or an opening phrase that ends on what the sentence before says: "Because of this, …", "Despite that, …"
+    r"|^[A-Z]\w*(?: \w+){0,2} (?:this|that|these|those|it|them),"
     # ... or doing what the sentence before says
     rf"|{_DOING_SO}",
 )

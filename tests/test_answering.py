@@ -1255,6 +1255,8 @@ LEANING = (
         "However, the pair",
         "In short, this pair",
         "In practice, that pair",
+        "Because of this, the pair",
+        "Despite that, the pair",
         "For instance, the pair",
         "Failing to do so, the pair",
         "Doing so, the pair",
