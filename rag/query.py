@@ -29,7 +29,6 @@ INHERITED_WORDS = 3  # words a follow-up of a follow-up takes from what the one 
 LEANED_ON_TURNS = 4  # ... read from the turns (two exchanges) before that one
 MAX_PHRASES = 4000  # word runs looked up as error or CamelCase names, per question: a 200 KB paste stays cheap
 MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
-FOLLOWUP_MAX_TERMS = 8  # a longer question in a conversation usually states its own subject
 
 _TIMESTAMP = re.compile(
     r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
@@ -53,7 +52,9 @@ _LOG_SHAPE = re.compile(
 
 _SIGNAL_LINE = re.compile(r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b")
 
-_ANAPHORA = re.compile(r"\b(it|its|it's|that|this|these|those|they|them|their|there|same|such|one)\b", re.I)
+_ANAPHORA = re.compile(
+    r"\b(it|its|it's|that|this|these|those|they|them|their|there|same|such|one|he|his|him|she|her|hers)\b", re.I
+)
 _POSSESSIVE = re.compile(r"\b(?:its|their)\b", re.I)  # "and what's its default?": a property of the earlier subject
 _FOLLOWUP_START = re.compile(r"^\s*(and|also|what about|how about|so|then|but|ok|okay)\b", re.I)
 
@@ -767,13 +768,18 @@ def _printable(text: str) -> str:
 
 
 def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
-    """In a conversation, a short question without a subject of its own leans on the earlier turns."""
+    """In a conversation, a question leans on the earlier turns when it points back to them ("how do I fix
+    it?", "what's its default?"), opens as a follow-up ("and for consumers?", "what about Streams?"), or has
+    no subject of its own ("ok", "why?"). One that names what it asks about (a word of its own, an identifier)
+    stands alone, however short: users keep one chat open and switch subjects ("how long are tombstones kept?"
+    after turning compaction on)."""
     if not any(turn.get("role") == "user" for turn in history):
         return False
     if extract_identifiers(question) and not _ANAPHORA.search(question):
         return False
-    content = [t for t in tokenize(question) if len(t) > 3]
-    return bool(_ANAPHORA.search(question) or _FOLLOWUP_START.match(question)) or len(content) <= FOLLOWUP_MAX_TERMS
+    if _ANAPHORA.search(question) or _FOLLOWUP_START.match(question):
+        return True
+    return not any(len(t) > 3 for t in tokenize(question))
 
 
 def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str:

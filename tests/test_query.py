@@ -230,6 +230,8 @@ def test_random_bytes_are_treated_as_text():
     [
         "and what's its default?",
         "when does it become a real problem?",
+        "Alice left. how do I take hers off again?",
+        "why?",
         "how do I fix that?",
         "what about consumers",
         "ok",
@@ -246,6 +248,9 @@ def test_follow_ups_are_detected(question):
         "what is max.poll.interval.ms?",
         "Why does my consumer get InvalidMessageSizeException?",
         "How should a share consumer acknowledge each record to avoid broker redelivery after lock expiry?",
+        # a question in the conversation that names its own subject, however short
+        "how long are tombstones kept?",
+        "how do i see which replicas are in sync for a topic?",
     ],
 )
 def test_standalone_questions_are_not_follow_ups_and_are_not_rewritten(question):
@@ -288,7 +293,7 @@ def test_rewrite_prefers_the_latest_user_turn():
 def test_a_follow_up_of_a_follow_up_carries_the_subject_the_one_before_leaned_on():
     history = _conversation(
         ("how do I enable SASL/SCRAM?", "Configure the SCRAM mechanism on the brokers [1]."),
-        ("how do I create the users?", "Create SCRAM credentials with kafka-configs.sh [1]."),
+        ("how do I create the users for it?", "Create SCRAM credentials with kafka-configs.sh [1]."),
     )
     rewritten = rewrite_followup("and delete one?", history)
     assert rewritten.startswith("and delete one? (")
