@@ -51,6 +51,7 @@ BM25_B = 0.75
 ERROR_ROW_READS = 64  # chunks carrying an error-like name read for one that defines it as an error
 PHRASE_ROWS_READ = 64  # chunks holding two neighbouring words of a name read for the two written together
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
+MAX_RESPELT_KEYS = 64  # of a question's identifiers, those looked up as a misspelt key (~0.4 ms each)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w.\-/@$`'\"&=])")  # a lower-case word standing alone
 _NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
@@ -354,7 +355,8 @@ class Retriever:
             right = correction(word, self._document_frequency)
             if right is not None:
                 fixed[word] = right
-        keys = {i.name: key for i in query.identifiers if (key := self._identifier_lookup.key_misspelt_as(i.name))}
+        asked = [i.name for i in query.identifiers if i.focus][:MAX_RESPELT_KEYS]  # a long paste stays cheap
+        keys = {name: key for name in asked if (key := self._identifier_lookup.key_misspelt_as(name))}
         if not fixed and not keys:
             return query
         text = _PLAIN_WORD.sub(lambda m: fixed.get(m.group(0), m.group(0)), query.text)

@@ -296,7 +296,7 @@ def test_a_message_printed_with_its_values_names_the_row_whose_description_holds
     )
     printed = message_words("Replication factor: 3 larger than available brokers: 1")
     assert _rows_saying([text], printed) == ["invalid_replication_factor"]
-    # Two of the five words are no row's: no message of this table.
+    # Words no description holds ("exceeds", "count"): no message of this table.
     assert _rows_saying([text], message_words("Replication factor of the topic exceeds broker count")) == []
     assert _rows_saying([text], message_words("partitions below 1")) == []  # too few words to tell a message by
 
