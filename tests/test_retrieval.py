@@ -327,7 +327,7 @@ def test_a_misspelt_key_is_searched_and_known_as_the_key(retriever, stage):
     query = parse_query("what does auto.ofset.reset do when the group has no committed offset?")
     pool = retriever.retrieve(query, 20, "hybrid", stage)
     assert "auto.offset.reset" in pool.query.focus_identifiers
-    assert "auto.ofset.reset" not in pool.query.identifiers
+    assert "auto.ofset.reset" not in {i.name for i in pool.query.identifiers}
     assert "auto.offset.reset" in pool.query.text
     assert pool.evidence.unknown_focus_identifiers == 0
     assert "auto.offset.reset" in pool.candidates[0].identifiers
