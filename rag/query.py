@@ -775,11 +775,10 @@ def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
     after turning compaction on)."""
     if not any(turn.get("role") == "user" for turn in history):
         return False
-    if extract_identifiers(question) and not _ANAPHORA.search(question):
+    points_back = _ANAPHORA.search(question) is not None
+    if extract_identifiers(question) and not points_back:
         return False
-    if _ANAPHORA.search(question) or _FOLLOWUP_START.match(question):
-        return True
-    return not any(len(t) > 3 for t in tokenize(question))
+    return points_back or bool(_FOLLOWUP_START.match(question)) or not any(len(t) > 3 for t in tokenize(question))
 
 
 def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str:

@@ -863,7 +863,7 @@ class _IdentifierLookup:
         most chunks carry: a key with a letter left out or two swapped."""
         if "." not in name or self.carried(name):
             return None
-        found = [(len(self.rows(key)), key) for key in sorted(slips(name)) if "." in key and self.carried(key)]
+        found = [(len(self.rows(key)), key) for key in sorted(slips(name)) if self.carried(key)]
         return max(found)[1] if found else None
 
     def error_name(self, name: str) -> str | None:
