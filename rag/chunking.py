@@ -1,10 +1,11 @@
 """Structure-aware chunking: sections stay whole when they fit, headings travel with their body.
 
 A section (a FAQ question with its answer, a heading with its body) becomes one chunk when it fits
-`chunk_size`; a longer one is split at paragraph boundaries, never inside a fenced code/log block
-unless the block alone is too large (a piece that starts inside it records so: `continues_code`),
-with `overlap` characters of trailing sentences carried over; a lead-in ("... are given below:") that
-would end a piece starts the next one, with what it introduces.
+`chunk_size`, a reference entry (a description, then key/value rows) when it fits twice that; a longer
+one is split at paragraph boundaries, never inside a fenced code/log block unless the block alone is too
+large (a piece that starts inside it records so: `continues_code`), with `overlap` characters of trailing
+sentences carried over; a lead-in ("... are given below:") that would end a piece starts the next one,
+with what it introduces.
 A section too small to stand alone is packed with the sub-sections that follow it (an introduction
 with its first topic); a sibling keeps a chunk of its own, so its heading stays in its own section
 path. Every chunk records its section path, and the text that gets embedded is prefixed with that path.
@@ -19,14 +20,18 @@ from dataclasses import dataclass
 
 from rag.documents import Document, Section, load_document
 from rag.identifiers import extract_identifiers
-from rag.units import inside_fence
+from rag.units import ends_in_key_values, inside_fence
 
 CHUNKER_NAME = "structure-aware"
 # Chunks carry their identifiers: a new extractor means a full rebuild (8: two-part keys; 9: lists of error
-# codes; "KIP-467:" / "KAFKA-9144:" before a title, where only a host's port was meant to be left out; "KIP 467").
-CHUNKER_VERSION = 9
+# codes; "KIP-467:" / "KAFKA-9144:" before a title, where only a host's port was meant to be left out; "KIP 467";
+# 10: a reference entry kept whole).
+CHUNKER_VERSION = 10
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
+# A fenced block, or a reference entry, stays whole up to this many chunk sizes: cut, a block loses its
+# command and an entry its description (its rows would be shown under a trailing note).
+_WHOLE_BLOCK_CHUNKS = 2
 
 
 @dataclass(frozen=True)
@@ -154,12 +159,13 @@ def _paragraphs(text: str, offset: int) -> list[tuple[int, str]]:
 
 def _split(text: str, chunk_size: int, overlap: int) -> Iterator[tuple[int, str]]:
     """(offset, piece) pairs covering `text`; pieces end at block, then sentence, then line boundaries."""
-    if len(text) <= chunk_size:
+    whole = _WHOLE_BLOCK_CHUNKS * chunk_size
+    if len(text) <= chunk_size or (len(text) <= whole and ends_in_key_values(text)):
         yield 0, text
         return
     units: list[tuple[int, str]] = []
     for offset, block in _blocks(text):
-        if len(block) <= chunk_size or (block.startswith("```") and len(block) <= 2 * chunk_size):
+        if len(block) <= chunk_size or (block.startswith("```") and len(block) <= whole):
             units.append((offset, block))
         else:
             units.extend(_sentences(block, offset, chunk_size))

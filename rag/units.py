@@ -176,6 +176,13 @@ def inside_fence(text: str) -> bool:
     return bool(marker)
 
 
+def ends_in_key_values(text: str) -> bool:
+    """`text` ends with key/value rows (`Type: | string`, `Default: | all`): a reference entry, whose rows
+    name nothing themselves: its key is in the heading, what it does in the description above them."""
+    lines = [line for line in _scan(text) if line.kind != "blank"]
+    return bool(lines) and lines[-1].kind == "kv"
+
+
 # ------------------------------------------------------------------------------------------ scanning
 
 

@@ -101,7 +101,7 @@ def test_offsets_index_the_document_text(seed_documents, size, overlap):
 @pytest.mark.parametrize(("size", "overlap"), SETTINGS)
 def test_chunk_size_is_respected_with_documented_slack(seed_documents, size, overlap):
     """A piece is at most `chunk_size`, plus the `overlap` carried in from the previous piece; a fenced
-    block that fits in twice the size is kept whole."""
+    block that fits in twice the size is kept whole (so is a reference entry, which the seeds have none of)."""
     for document in seed_documents:
         for chunk in chunk_document(document, size, overlap):
             limit = 2 * size + overlap if "```" in chunk.text else size + overlap
@@ -258,6 +258,27 @@ def test_code_fence_is_not_split_when_it_fits():
     holders = [c for c in chunks if "```" in c.text]
     assert len(holders) == 1
     assert fence in holders[0].text
+
+
+def _entry(description_sentences: int) -> str:
+    return f"{_sentences(description_sentences)}\n\nType: | string\nDefault: | all\nValid Values: | [all, -1, 0, 1]"
+
+
+def test_a_reference_entry_stays_one_chunk_up_to_twice_the_chunk_size():
+    """Cut, its rows would follow a trailing note and its description sit in another chunk: the answer
+    would say of `acks` "Note that enabling idempotence requires this config value to be 'all'"."""
+    text = _entry(12)
+    assert 400 < len(text) <= 800
+    chunks = chunk_document(_document(Section(("Producer Configs", "acks"), text)), 400, 80)
+    assert [c.text for c in chunks] == [text]
+    setting = [u for u in build_units(chunks[0].text, "acks") if u.kind == "setting"]
+    assert len(setting) == 1 and setting[0].parts[0].startswith("Sentence number 0"), setting
+
+
+def test_a_reference_entry_longer_than_twice_the_chunk_size_is_split():
+    text = _entry(30)
+    chunks = chunk_document(_document(Section(("Producer Configs", "acks"), text)), 400, 80)
+    assert len(chunks) > 2 and all(len(c.text) <= 480 for c in chunks)
 
 
 @pytest.mark.parametrize("overlap", [0, 120])

@@ -248,6 +248,9 @@ def test_the_default_of_acks_is_all(docs):
     assert "acks" in answer.text, shown(answer)
     assert re.search(r"\bdefault\b[^.\n]{0,40}\ball\b", answer.text, re.I), f"no 'default ... all'\n{shown(answer)}"
     assert answer.citations[0].passage.source_path == "generated/producer_config.html", shown(answer)
+    # Said of its entry with what the setting is, not with the note that ends its description (the entry
+    # was cut in two chunks, the second opening at "Note that enabling idempotence requires …").
+    assert "`acks`: The number of acknowledgments" in answer.text, shown(answer)
 
 
 def test_an_answer_quotes_the_best_of_the_next_passage_too(docs):
