@@ -517,20 +517,21 @@ _CODE_NAME = re.compile(r"`([A-Za-z][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+|[a-z]+[A-Z
 
 def asked_phrases(text: str) -> tuple[tuple[str, ...], ...]:
     """The runs of two or more name-like words (`_NAME`, one space apart) in the user's asking sentences: "Which
-    REST Proxy property …?", "… through the Topic Operator?", "Event Hubs Premium: …?". A sentence's first word
-    is left out when it is a stopword ("Which"), a run's first word when it is a participle ("… says Shrinking ISR
-    …"), and so are words quoted as code or as a message (`"Shrinking ISR from 1,2,3 to 1"` is a log line's) and
-    runs the user calls theirs."""
+    REST Proxy property …?", "… through the Topic Operator?", "Event Hubs Premium: …?". A capitalised stopword
+    ("Which", "The") is left out, a run's first word when it is a participle ("… says Shrinking ISR …"), and so
+    are words quoted as code or as a message (`"Shrinking ISR from 1,2,3 to 1"` is a log line's) and runs the
+    user calls theirs."""
     runs: list[tuple[str, ...]] = []
     for asking in _asking_sentences(text):
         for sentence in _NAME_SENTENCE.split(_QUOTED_MESSAGE.sub(" · ", _INLINE_CODE.sub(" · ", asking))):
             run: list[re.Match[str]] = []
-            for match in [*_NAME.finditer(sentence), None]:
+            # A capitalised stopword is grammar, and no part of a name: "Which REST Proxy property …?", a
+            # message pasted without its colon ("RecordTooLargeException The message is … bytes").
+            names = [m if tokenize(m.group(0)) else None for m in _NAME.finditer(sentence)]
+            for match in [*names, None]:
                 if match is not None and run and sentence[run[-1].end() : match.start()] == " ":
                     run.append(match)
                     continue
-                if run and run[0].start() == len(sentence) - len(sentence.lstrip()) and not tokenize(run[0].group(0)):
-                    run = run[1:]  # "Which REST Proxy property …?": a question word is grammar
                 if run and _PARTICIPLE.fullmatch(run[0].group(0)):
                     run = run[1:]  # "… says Shrinking ISR": a participle opens a clause, not a name
                 if len(run) >= 2 and not _owned(sentence[: run[0].start()]):

@@ -929,6 +929,8 @@ def test_the_names_a_question_asks_about_are_those_of_its_asking_sentences(quest
         ("Using Kafka Streams, which setting caps memory?", (("Kafka", "Streams"),)),
         ("Does the Zorblatt operator revert it?", ()),  # one name is no name of several words
         ("what is the ISR?", ()),
+        # A message pasted without its colon: the capitalised article opens its sentence, it names nothing.
+        ("RecordTooLargeException The message is 2097152 bytes when serialized which is larger than 1048576", ()),
     ],
 )
 def test_the_names_of_several_words_a_question_asks_about(question, phrases):
