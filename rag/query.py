@@ -57,6 +57,9 @@ _ANAPHORA = re.compile(
 )
 _POSSESSIVE = re.compile(r"\b(?:its|their)\b", re.I)  # "and what's its default?": a property of the earlier subject
 _FOLLOWUP_START = re.compile(r"^\s*(and|also|what about|how about|so|then|but|ok|okay)\b", re.I)
+# Words that relate the question to what came before without pointing at it: "… instead of everything?",
+# "what else …?", "how do I do the manual commit safely then?", "… for consumers too?".
+_CONTINUES = re.compile(r"\b(?:instead|else|otherwise|anymore)\b|\b(?:then|too|either|as well)\W*$", re.I)
 
 
 # Where an identifier sits in what the user typed; the first two are what the question is about. A follow-up's
@@ -770,8 +773,9 @@ def _printable(text: str) -> str:
 
 def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
     """In a conversation, a question leans on the earlier turns when it points back to them ("how do I fix
-    it?", "what's its default?"), opens as a follow-up ("and for consumers?", "what about Streams?"), or has
-    no subject of its own ("ok", "why?"). One that names what it asks about (a word of its own, an identifier)
+    it?", "what's its default?"), opens as a follow-up ("and for consumers?", "what about Streams?"), goes on
+    from them ("… instead of everything?", "how long is data kept locally then?"), or has no subject of its
+    own ("ok", "why?"). One that names what it asks about (a word of its own, an identifier)
     stands alone, however short: users keep one chat open and switch subjects ("how long are tombstones kept?"
     after turning compaction on)."""
     if not any(turn.get("role") == "user" for turn in history):
@@ -779,7 +783,8 @@ def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
     points_back = _ANAPHORA.search(question) is not None
     if extract_identifiers(question) and not points_back:
         return False
-    return points_back or bool(_FOLLOWUP_START.match(question)) or not any(len(t) > 3 for t in tokenize(question))
+    continues = bool(_FOLLOWUP_START.match(question) or _CONTINUES.search(question))
+    return points_back or continues or not any(len(t) > 3 for t in tokenize(question))
 
 
 def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str:

@@ -235,6 +235,11 @@ def test_random_bytes_are_treated_as_text():
         "how do I fix that?",
         "what about consumers",
         "ok",
+        # continuing without pointing back: a contrast, or a closing "then" / "too"
+        "what if I only want to reprocess the last 24 hours instead of everything?",
+        "how long is data kept locally then?",
+        "what else should I check on the brokers?",
+        "do consumers need the setting too?",
     ],
 )
 def test_follow_ups_are_detected(question):
@@ -251,6 +256,8 @@ def test_follow_ups_are_detected(question):
         # a question in the conversation that names its own subject, however short
         "how long are tombstones kept?",
         "how do i see which replicas are in sync for a topic?",
+        "what does the log cleaner do with tombstones after compaction runs?",
+        "why is the partition reassignment too slow on our brokers?",
     ],
 )
 def test_standalone_questions_are_not_follow_ups_and_are_not_rewritten(question):
