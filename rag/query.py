@@ -110,9 +110,11 @@ _ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exceptio
 # and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
 _ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:({]")
 # A request for a fix or a reported fault. "keep" reports one only as "keeps failing" / "keep on growing":
-# "how long does Kafka keep a tombstone" asks for a fact.
+# "how long does Kafka keep a tombstone" asks for a fact; nor does "failed" after an article ("how to restart
+# a failed task").
 _FIX_REQUEST = re.compile(
-    r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with|why|wrong|fail\w*|"
+    r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with|why|wrong|"
+    r"(?<!\ba )(?<!\bthe )fail\w*|"
     r"broken|stuck|keeps?(?: on)? \w+ing|cannot|can't|unable|won't|doesn't|not working)\b",
     re.I,
 )

@@ -605,6 +605,9 @@ def test_a_command_alone_is_searched_as_typed():
         ("give me an example of a producer config with acks=all", "fact"),  # the docs have examples
         ("tell me the default of linger.ms", "fact"),
         ("Write throughput dropped after the upgrade, why?", "troubleshoot"),
+        # "failed" naming a thing asks how to act on it; failing reports a fault.
+        ("how to restart a failed connector task via rest", "fact"),
+        ("my connector task failed after the upgrade", "troubleshoot"),
         (f"{PRODUCER_COMMAND}\nERROR generate a new cluster id failed: write this down", "troubleshoot"),
     ],
 )
