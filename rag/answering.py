@@ -222,6 +222,10 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
         and not _of_setup(u.unit, query)
         and (u.candidate_index == 0 or _in_asking(u.unit, query))
     ]
+    # Of the rows a pasted name fits, the one it fits whole: every row of the MBean type the user pastes
+    # (`kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions`) names `ReplicaManager`, and only
+    # one names `UnderReplicatedPartitions` as well.
+    named = [u for u in named if not any(_named_by(u.unit, query) < _named_by(v.unit, query) for v in named)]
     # "What is the ISR?" is answered by the sentence that says what it is ("… which is known as the ISR") in any
     # passage, not by a first passage that only mentions it (a table of ISR metrics).
     defining = [u for u in scored if defines(u.unit, query.defined)]
@@ -912,13 +916,14 @@ def _beside(unit: _Scored, chosen: list[_Scored]) -> bool:
 
 
 def _sibling_entry(unit: _Scored, lead: _Scored, candidates: tuple[Candidate, ...], query: Query) -> bool:
-    """`unit` is another entry, not named by the question, of the table (in any of its chunks) whose
-    named entry leads the answer."""
+    """`unit` is another entry of the table (in any of its chunks) whose named entry leads the answer, which the
+    question does not name, or names only by part of what names the lead (the other rows of a pasted MBean's
+    type)."""
     table, other = candidates[lead.candidate_index].passage, candidates[unit.candidate_index].passage
     return (
         (other.source_path, other.section_path) == (table.source_path, table.section_path)
         and bool(unit.unit.subject)
-        and not _asked_about(unit.unit, query)
+        and (not _asked_about(unit.unit, query) or _named_by(unit.unit, query) < _named_by(lead.unit, query))
     )
 
 
@@ -932,6 +937,11 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     subject_tokens = tokenize(unit.subject)
     named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
     return named or bool(query.focus_identifiers & _names_of(unit))
+
+
+def _named_by(unit: EvidenceUnit, query: Query) -> frozenset[str]:
+    """The names of the question's focus that name `unit` (`_names_of`)."""
+    return query.focus_identifiers & frozenset(_names_of(unit))
 
 
 def _in_asking(unit: EvidenceUnit, query: Query) -> bool:

@@ -382,6 +382,37 @@ def test_a_metric_named_beside_the_users_monitoring_stack_is_answered_from_its_r
 
 
 @pytest.mark.parametrize(
+    ("question", "metric", "sibling"),
+    [
+        (
+            "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions is 5 on broker 2, what does it mean",
+            "name=UnderReplicatedPartitions",
+            "name=LeaderCount",
+        ),
+        (
+            "what is kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce",
+            "name=TotalTimeMs",
+            "name=RequestQueueTimeMs",
+        ),
+        (
+            "kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec dropped to zero",
+            "name=MessagesInPerSec",
+            "name=NoKeyCompactedTopicRecordsPerSec",
+        ),
+    ],
+    ids=["under-replicated", "total-time", "messages-in"],
+)
+def test_a_pasted_mbean_is_answered_by_its_own_row_not_by_the_rows_of_its_type(docs, question, metric, sibling):
+    """Every row of the pasted MBean's type names `ReplicaManager` (or `RequestMetrics`, …), and the rows read
+    alike: the one that also names the metric leads, and the others of its table, which the paste names only by
+    part, are left out (`LeaderCount` led the first answer)."""
+    answer = docs.ask(question)
+    assert not answer.abstained, shown(answer)
+    assert metric in answer.text.split("\n\n")[0], shown(answer)
+    assert sibling not in answer.text, shown(answer)
+
+
+@pytest.mark.parametrize(
     ("question", "metric"),
     [
         ("which metric shows under replicated partitions?", "UnderReplicatedPartitions"),
