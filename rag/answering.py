@@ -225,7 +225,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     # Of the rows a pasted name fits, the one it fits whole: every row of the MBean type the user pastes
     # (`kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions`) names `ReplicaManager`, and only
     # one names `UnderReplicatedPartitions` as well.
-    named = [u for u in named if not any(_named_by(u.unit, query) < _named_by(v.unit, query) for v in named)]
+    names = [_named_by(u.unit, query) for u in named]
+    named = [u for u, by in zip(named, names, strict=True) if not any(by < other for other in names)]
     # "What is the ISR?" is answered by the sentence that says what it is ("… which is known as the ISR") in any
     # passage, not by a first passage that only mentions it (a table of ISR metrics).
     defining = [u for u in scored if defines(u.unit, query.defined)]
