@@ -108,16 +108,21 @@ _ERROR_CALL = re.compile(
 _ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exception|Error)\b", re.I)
 # A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …",
 # and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
+# Where a printed error starts inside a line: its exception class, qualified or not, or its error name.
+_PRINTED_ERROR = re.compile(r"(?<![\w$.])(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 _ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:({]")
 # A request for a fix or a reported fault. "keep" reports one only as "keeps failing" / "keep on growing":
 # "how long does Kafka keep a tombstone" asks for a fact; nor does "failed" after an article ("how to restart
 # a failed task").
 _FIX_REQUEST = re.compile(
     r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with|why|wrong|"
-    r"(?<!\ba )(?<!\bthe )fail\w*|"
     r"broken|stuck|keeps?(?: on)? \w+ing|cannot|can't|unable|won't|doesn't|not working)\b",
     re.I,
 )
+# A failure the user reports ("the task failed", "producer failing with …"). A question that asks how to do
+# something reports none by naming what failed ("how to restart failed tasks automatically"), nor does any
+# question by "a failed …" / "the failed …".
+_FAILURE = re.compile(r"\b(?<!\ba )(?<!\bthe )fail\w*", re.I)
 _HOW_TO = re.compile(
     r"\bhow (?:do|can|could|should|would|shall) (?:i|we|you|one)\b|\bhow to\b"
     r"|\bis there (?:a|an|any) (?:way|command|tool|script|option|setting|config\w*)\b"
@@ -354,13 +359,14 @@ def parse_query(
     names, openers = _names("\n".join(own_words))
     # A follow-up's asks and what it asks to have defined lean on the conversation: none are read from it alone.
     followup = bool(history) and is_followup(question, history)
+    how_to = any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words)
     return Query(
         question=question,
         text=retrieval_text,
         tokens=tuple(tokenize(retrieval_text)),
         identifiers=identifiers,
         trimmed=reduced.trimmed or bool(context_lines and prose_lines),
-        intent=_intent(text, identifiers, own_words, pasted_error),
+        intent=_intent(text, identifiers, own_words, pasted_error, how_to),
         names=tuple(dict.fromkeys(names)),
         opening_names=tuple(dict.fromkeys(openers)),
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
@@ -381,7 +387,7 @@ def parse_query(
         valued=frozenset(valued),
         label=opening_label(text),
         defined=() if followup else defined_thing(text),
-        how_to=any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words),
+        how_to=how_to,
         told=_last_answer_words(history) if followup else "",
         asking_tokens=() if followup else _asking_tokens(text, error_lines),
     )
@@ -592,13 +598,24 @@ _GIVEN_VALUE = re.compile(r"""(?<![\w.-])["']?([\w.-]++)["']?\s*(?:=|:(?=[ \t]))
 
 def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
     """The non-blank lines of what the user typed (its first 400 KB), each with whether it sits inside a
-    ``` code block; the fence lines themselves are left out."""
+    ``` code block; the fence lines themselves are left out. A command line that goes on to the error it
+    raised ("kafka-topics.sh --create fails with InvalidReplicationFactorException: Replication factor: 3 …")
+    is two lines: the command, context, and the printed error, what the question is about."""
     fenced = False
     for line in text[:400_000].split("\n"):
         if line.lstrip().startswith("```"):
             fenced = not fenced
         elif line.strip():
-            yield line, fenced
+            yield from ((part, fenced) for part in _command_and_error(line))
+
+
+def _command_and_error(line: str) -> tuple[str, ...]:
+    head = line[:MAX_LINE_CHARS]
+    if _COMMAND_LINE.match(head):
+        for match in _PRINTED_ERROR.finditer(head, 1):
+            if _ERROR_MESSAGE.match(head[match.start() :]):
+                return line[: match.start()], line[match.start() :]
+    return (line,)
 
 
 @functools.lru_cache(maxsize=4)
@@ -704,7 +721,9 @@ def _names(text: str) -> tuple[list[str], list[str]]:
     return names, openers
 
 
-def _intent(text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequence[str], pasted_error: bool) -> str:
+def _intent(
+    text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequence[str], pasted_error: bool, how_to: bool
+) -> str:
     """Task when a sentence of the user's own asks for something to be written, generated, translated or
     summarised (no passage answers that, whatever it is about); troubleshoot when the user reports an
     error (`pasted_error`: an error or log line is among what they pasted) or asks for a fix; check when
@@ -718,7 +737,7 @@ def _intent(text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequen
     reports_error = (
         pasted_error or any(i.place == "error" for i in identifiers) or bool(_ERROR_CALL.search(text[:2000]))
     )
-    if reports_error or _FIX_REQUEST.search(text[:2000]):
+    if reports_error or _FIX_REQUEST.search(text[:2000]) or (not how_to and _FAILURE.search(text[:2000])):
         return "troubleshoot"
     if _CHECK_REQUEST.search(text[:2000]):
         return "check"

@@ -459,6 +459,37 @@ def test_identifier_in_an_error_line_is_focus_even_when_the_command_repeats_it()
     assert query.context_identifiers == {"kafka-configs"}
 
 
+@pytest.mark.parametrize(
+    ("paste", "error", "tool"),
+    [
+        (
+            "kafka-topics.sh --create --topic t --partitions 3 fails with InvalidReplicationFactorException: "
+            "Replication factor: 3 larger than available brokers: 1.",
+            "invalidreplicationfactorexception",
+            "kafka-topics",
+        ),
+        (
+            "$ bin/kafka-console-producer.sh --topic t --bootstrap-server b:9092 "
+            "org.apache.kafka.common.errors.TimeoutException: Topic t not present in metadata after 60000 ms.",
+            "timeoutexception",
+            "kafka-console-producer",
+        ),
+    ],
+    ids=["prose-between", "error-right-after"],
+)
+def test_a_command_line_going_on_to_its_error_is_context_and_the_error_focus(paste, error, tool):
+    query = parse_query(paste)
+    assert query.focus_identifiers == {error}
+    assert query.context_identifiers == {tool}
+    assert query.intent == "troubleshoot"
+    assert "--topic" not in query.text and error in query.text.lower()
+
+
+def test_a_command_line_with_a_name_that_is_no_printed_error_stays_one_command_line():
+    query = parse_query("docker run -e KAFKA_CFG_NODE_ID=0 -e KAFKA_CFG_PROCESS_ROLES=broker apache/kafka")
+    assert {i.place for i in query.identifiers} == {"command"}
+
+
 def test_a_tool_only_in_the_command_line_is_context():
     query = parse_query(f"it prints this:\n{PRODUCER_COMMAND}\n{METADATA_WARN}")
     assert "kafka-console-producer" in query.context_identifiers
@@ -608,6 +639,11 @@ def test_a_command_alone_is_searched_as_typed():
         # "failed" naming a thing asks how to act on it; failing reports a fault.
         ("how to restart a failed connector task via rest", "fact"),
         ("my connector task failed after the upgrade", "troubleshoot"),
+        # asking how to do something with what failed reports no fault: what to do answers it
+        ("how to make kafka connect restart failed tasks automatically", "fact"),
+        ("connect keeps restarting failed tasks, how to stop it", "troubleshoot"),
+        ("how do I find out why the failed task stopped", "troubleshoot"),
+        ("the producer is failing with timeouts", "troubleshoot"),
         (f"{PRODUCER_COMMAND}\nERROR generate a new cluster id failed: write this down", "troubleshoot"),
     ],
 )
