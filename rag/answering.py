@@ -361,7 +361,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
             anchors.append(unit)
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
-    chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars)
+    chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars, shape.min_novelty)
     chosen, budget = _with_what_they_follow(chosen, by_place, budget)
     chosen, budget = _with_their_sequels(chosen, by_place, budget)
     chosen, budget = _with_their_items(chosen, ranked.candidates, by_place, budget)
@@ -474,8 +474,8 @@ def _admitted(
     table row that brings a word of the question (`question_terms`) the answer lacks: the rows of one table
     share most of their words (the MBean column, "per second in the window"), and the row for "closed
     connections", `connection-close-rate` after `connection-creation-rate`, is new by one word."""
-    if _among(unit, chosen):
-        return [], 0  # a setting's entry already shown for its continuation
+    if _among(unit, chosen) or _restates(unit, chosen, shape.min_novelty):
+        return [], 0  # a setting's entry already shown for its continuation, or said by another page
     if any(_same_items(unit, other) for other in chosen):
         return [], 0  # an item of a list cut for size, and the piece of the list that holds it
     if not named and any(
@@ -499,7 +499,7 @@ def _admitted(
     # alone. A sentence that only leans back ("Furthermore, …") still reads alone: paying for its predecessor
     # here cost the tuning answers facts (evals/reports/quality_history.md, twenty-eighth session).
     before = _missing_entry(unit, chosen, by_place) or _leaned_on(unit, by_place, _refers_to)
-    if before is not None and _among(before, chosen):
+    if before is not None and (_among(before, chosen) or _restates(before, chosen, shape.min_novelty)):
         before = None
     cost = unit.size - _shared_lead_in(unit, chosen) + (before.size if before else 0)
     if cost > room or (before and len(chosen) + 2 > limit):
@@ -607,17 +607,17 @@ def _with_related_settings(
 
 
 def _with_their_entries(
-    chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored], budget: int
+    chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored], budget: int, min_novelty: float
 ) -> tuple[list[_Scored], int]:
     """A chosen unit that continues a setting's entry ("This setting should correspond roughly to the total
     memory …" below the `buffer.memory` entry) is shown after that entry, which names the setting and gives
     its type and default: the entry moves before it when chosen, or is taken in when the character budget
-    allows, in the unit's part of the answer. `by_place` holds every scored unit by (passage, position).
-    Returns the units and the budget left."""
+    allows, in the unit's part of the answer, unless another page's entry of the setting says it (`_restates`).
+    `by_place` holds every scored unit by (passage, position). Returns the units and the budget left."""
     shown: list[_Scored] = []
     for unit in chosen:
         entry = _entry_of(unit, by_place)
-        if entry is not None and not _among(entry, shown):
+        if entry is not None and not _among(entry, shown) and not _restates(entry, chosen, min_novelty):
             in_chosen = next((other for other in chosen if _place(other) == _place(entry)), None)
             if in_chosen is not None:
                 shown.append(in_chosen)
@@ -647,6 +647,22 @@ def _place(unit: _Scored) -> tuple[int, int]:
 def _among(unit: _Scored, units: Sequence[_Scored]) -> bool:
     """`unit`, or a copy of it placed in another part of the answer, is among `units`."""
     return any(_place(unit) == _place(other) for other in units)
+
+
+def _restates(entry: _Scored, units: Sequence[_Scored], min_novelty: float) -> bool:
+    """Another page's entry of the same setting, with less than `min_novelty` of `entry`'s words new to it, is
+    among `units`: the broker reference's and the tiered-storage reference's `remote.log.storage.system.enable`
+    differ by an update mode. A sentence continuing one is shown without its own entry."""
+    return (
+        entry.unit.kind == "setting"
+        and bool(entry.terms)
+        and any(
+            other.unit.kind == "setting"
+            and other.unit.subject.lower() == entry.unit.subject.lower()
+            and len(entry.terms - other.terms) / len(entry.terms) < min_novelty
+            for other in units
+        )
+    )
 
 
 def _entry_of(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:

@@ -89,6 +89,25 @@ def test_a_producer_error_pasted_with_its_command_finds_the_error_not_the_tool(d
     assert "UNKNOWN_TOPIC_OR_PARTITION" in answer.text or "topic-partition" in answer.text, shown(answer)
 
 
+def test_an_error_on_the_same_line_as_the_command_that_raised_it_leads_the_answer(docs):
+    """The user's line starts with the command and goes on to the exception it printed: the exception is what
+    they ask about (it was read as part of the command line, and the topic-creation section led)."""
+    answer = docs.ask(
+        "kafka-topics.sh --create fails with InvalidReplicationFactorException: Replication factor: 3 larger "
+        "than available brokers: 1."
+    )
+    assert answer.text.startswith("`INVALID_REPLICATION_FACTOR` (Code: 38"), shown(answer)
+
+
+def test_another_pages_entry_of_the_same_setting_is_not_quoted_again(docs):
+    """The broker reference and the tiered-storage reference both hold `remote.log.storage.system.enable`, alike
+    but for an update mode: the answer quotes the entry once, and what only the second says under its name."""
+    answer = docs.ask("how to enable tiered storage")
+    assert not answer.abstained, shown(answer)
+    entry = "`remote.log.storage.system.enable`: Whether to enable tiered storage functionality"
+    assert answer.text.count(entry) == 1, shown(answer)
+
+
 @pytest.mark.parametrize(
     ("question", "row"),
     [
