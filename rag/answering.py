@@ -361,7 +361,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
             anchors.append(unit)
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
-    chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars, shape.min_novelty)
+    chosen, freed = _without_fragments(chosen, ranked.candidates)
+    chosen, budget = _with_their_entries(chosen, by_place, shape.max_chars - chars + freed, shape.min_novelty)
     chosen, budget = _with_what_they_follow(chosen, by_place, budget)
     chosen, budget = _with_their_sequels(chosen, by_place, budget)
     chosen, budget = _with_their_items(chosen, ranked.candidates, by_place, budget)
@@ -647,6 +648,39 @@ def _place(unit: _Scored) -> tuple[int, int]:
 def _among(unit: _Scored, units: Sequence[_Scored]) -> bool:
     """`unit`, or a copy of it placed in another part of the answer, is among `units`."""
     return any(_place(unit) == _place(other) for other in units)
+
+
+def _without_fragments(chosen: list[_Scored], candidates: tuple[Candidate, ...]) -> tuple[list[_Scored], int]:
+    """`chosen` without the units whose words a chosen unit of another chunk of the same section quotes whole,
+    that unit taking the first place of the two: chunks overlap, and a code block shows under its lead-in in one
+    chunk and alone at the start of the next ("allow.everyone.if.no.acl.found=true" led an answer bare, then again
+    under "If you want to change that behavior, you can include the following …"). Returns the units and the
+    characters freed."""
+    kept = list(chosen)
+    freed = 0
+    for unit in chosen:
+        section = _section_of(candidates[unit.candidate_index].passage)
+        whole = next(
+            (
+                other
+                for other in kept
+                if other.candidate_index != unit.candidate_index
+                and _section_of(candidates[other.candidate_index].passage) == section
+                and unit.unit.text in other.unit.text
+            ),
+            None,
+        )
+        if whole is None or not any(u is unit for u in kept):
+            continue
+        first = min(_index_of(unit, kept), _index_of(whole, kept))
+        kept = [u for u in kept if u is not unit and u is not whole]
+        kept.insert(first, whole)
+        freed += unit.size
+    return kept, freed
+
+
+def _index_of(unit: _Scored, units: Sequence[_Scored]) -> int:
+    return next(n for n, other in enumerate(units) if other is unit)
 
 
 def _restates(entry: _Scored, units: Sequence[_Scored], min_novelty: float) -> bool:

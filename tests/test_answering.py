@@ -1459,6 +1459,24 @@ def test_near_duplicate_units_are_dropped():
     assert "Share groups were introduced by KIP-932 as a preview feature" not in draft.text
 
 
+def test_a_block_two_overlapping_chunks_both_hold_is_shown_once_under_its_lead_in():
+    """Chunks overlap: the code block ends one chunk under its lead-in and opens the next alone. The bare copy
+    led the answer, and the block showed again under its lead-in further down."""
+    axes = _Axes()
+    ending = (
+        "By default no one but super users may access a resource without ACLs. "
+        "If you want to change that behavior, include the following in server.properties:\n\n"
+        "```\nallow.everyone.if.no.acl.found=true\n```"
+    )
+    opening = "```\nallow.everyone.if.no.acl.found=true\n```\n\nOne can also add super users in server.properties."
+    top = candidate(axes, "next", opening, [0.9, 0.3], source="security.html")
+    second = candidate(axes, "previous", ending, [0.2, 0.8], source="security.html")
+    draft = extract_answer(ranked([top, second], FACT), shape(max_units_fact=3))
+    _check(draft)
+    assert draft.text.count("allow.everyone.if.no.acl.found=true") == 1, draft.text
+    assert draft.text.startswith("If you want to change that behavior"), draft.text
+
+
 CLIENT_METRICS = (
     "Metric/Attribute name | Description | Mbean name\n"
     "connection-creation-rate | New connections established per second in the window. | "

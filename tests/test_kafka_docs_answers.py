@@ -108,6 +108,14 @@ def test_another_pages_entry_of_the_same_setting_is_not_quoted_again(docs):
     assert answer.text.count(entry) == 1, shown(answer)
 
 
+def test_a_code_block_two_chunks_hold_is_quoted_once_under_its_lead_in(docs):
+    """The block ends one chunk of the section under its lead-in and opens the next one alone: the bare copy led
+    the answer and the block showed again under its lead-in."""
+    answer = docs.ask("what does allow.everyone.if.no.acl.found mean")
+    assert answer.text.count("allow.everyone.if.no.acl.found=true") == 1, shown(answer)
+    assert not answer.text.startswith("```"), shown(answer)
+
+
 @pytest.mark.parametrize(
     ("question", "row"),
     [
