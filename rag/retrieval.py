@@ -59,6 +59,7 @@ _JOINER = r"[ /_-]?"  # what stands between two words of one name: "Mirror Maker
 _CODE_SHAPED = re.compile(r"^[a-z]+[A-Z]|[A-Za-z0-9][._][A-Za-z]")
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _CAMEL_CASE = re.compile(r"[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`, `commitSync`
+_CAPITALISED_CAMEL_CASE = re.compile(r"(?<![A-Za-z0-9])[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`
 
 
 @dataclass(frozen=True)
@@ -330,10 +331,12 @@ class Retriever:
         return found
 
     def _written_as_camel_case(self, token: str, rows: np.ndarray) -> bool:
-        """Whether the first chunk holding `token` writes it as one CamelCase name, not as a plain compound
-        word ("keystore") that three of the user's words might also run together into."""
+        """Whether the first chunk holding `token` writes it as one capitalised CamelCase name, a metric's or a
+        class's (`UnderReplicatedPartitions`), not as a plain compound word ("keystore") that three of the user's
+        words might also run together into, nor as a method's or field's name in code (`numberOfPartitions`:
+        "how do I increase the number of partitions" is plain English)."""
         text = self._record(int(rows[0]))["text"]
-        return any(tokenize(name) == [token] for name in _CAMEL_CASE.findall(text))
+        return any(tokenize(name) == [token] for name in _CAPITALISED_CAMEL_CASE.findall(text))
 
     def _idf(self, names: Mapping[str, np.ndarray], identifier: str) -> float:
         """An identifier's weight: rarer in the corpus weighs more (a name's carriers are its BM25 rows)."""

@@ -108,6 +108,16 @@ def test_another_pages_entry_of_the_same_setting_is_not_quoted_again(docs):
     assert answer.text.count(entry) == 1, shown(answer)
 
 
+def test_plain_words_that_run_together_into_a_method_name_are_no_name_the_question_asks_about(docs):
+    """ "the number of partitions" runs together into Streams' `Repartitioned.numberOfPartitions(…)`, a method in
+    code: a question in plain English is not about it (its join section ranked on that false name). Words that
+    run together into a metric's name still are (`test_a_metric_asked_about_in_words_is_answered_from_its_row`)."""
+    inspection = docs.inspect("how do I increase the number of partitions", k=10)
+    focus = inspection.rank_features.index("focus_identifier")
+    named = [p.heading for p, features in inspection.candidates if features[focus] > 0]
+    assert not named, named
+
+
 def test_a_code_block_two_chunks_hold_is_quoted_once_under_its_lead_in(docs):
     """The block ends one chunk of the section under its lead-in and opens the next one alone: the bare copy led
     the answer and the block showed again under its lead-in."""
