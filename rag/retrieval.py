@@ -41,7 +41,16 @@ from rag.passages import Passage
 from rag.query import Query, QueryIdentifier, extra_terms, says_message, shared_run
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
-from rag.units import lead_in_ending, list_ending, row_cells, starts_in_list, starts_with_code, table_start
+from rag.units import (
+    before_closing_block,
+    lead_in_ending,
+    leading_block_end,
+    list_ending,
+    row_cells,
+    starts_in_list,
+    starts_with_code,
+    table_start,
+)
 
 MESSAGE_TOKENS = 3  # a pasted or quoted message is looked up as a table row's description by its rarest words
 MESSAGE_ROWS = 50  # chunks read back for one message at most
@@ -484,10 +493,14 @@ class Retriever:
     def _block_intro(self, row: int, passage: Passage, continues_code: bool) -> dict[str, Any]:
         """`block_lead_in` and `block_intro` of a chunk that begins inside a list, read back from the earlier
         chunks of its section, or with a fenced block that the chunk before it in the section introduces
-        ("… like this:"); nothing when the chunk begins otherwise or no earlier chunk introduces the block."""
+        ("… like this:"), ending with it or with the same block under it; nothing when the chunk begins otherwise
+        or no earlier chunk introduces the block."""
         if starts_with_code(passage.text, continues_code):
+            opening = passage.text[: leading_block_end(passage.text, continues_code)]
             for earlier in itertools.islice(self._earlier_in_section(row, passage), 1):
-                if lead_in := lead_in_ending(earlier["text"], earlier["continues_code"]):
+                # The chunk before may end with this very block, under its lead-in (chunks overlap).
+                before = before_closing_block(earlier["text"], opening)
+                if lead_in := lead_in_ending(before, earlier["continues_code"]):
                     return {"block_lead_in": lead_in, "block_intro": _passage(earlier, 0.0)}
             return {}
         if not starts_in_list(passage.text):

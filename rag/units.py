@@ -821,6 +821,18 @@ def lead_in_ending(text: str, continues_code: bool = False) -> str:
     return last if _introduces(last) else ""
 
 
+def before_closing_block(text: str, block: str) -> str:
+    """`text` without the fenced block it ends with, when that block is `block` (a fenced block as the next chunk
+    begins with it, `leading_block_end` long: its closing fence not included): chunks overlap, and the chunk
+    before one that opens with a block may end with the same block under its lead-in. `text` itself otherwise."""
+    opening = block.strip()
+    body = text.rstrip()
+    if not opening or not _FENCE_LINE.match(opening) or not body.endswith("```"):
+        return text
+    inner = body[:-3].rstrip()
+    return inner[: -len(opening)] if inner.endswith(opening) else text
+
+
 def leading_block_end(text: str, continues_code: bool = False) -> int:
     """Where the list or fenced block that `text` begins with ends (0 when it begins with neither)."""
     code = starts_with_code(text, continues_code)

@@ -12,6 +12,8 @@ import pytest
 
 from rag import Answer, Assistant
 from rag.index_store import read_chunk_table
+from rag.query import parse_query
+from rag.retrieval import FirstStage
 from rag.units import build_units
 
 # The first test also builds the Kafka-docs index (several minutes on a busy 2-core machine).
@@ -116,6 +118,19 @@ def test_plain_words_that_run_together_into_a_method_name_are_no_name_the_questi
     focus = inspection.rank_features.index("focus_identifier")
     named = [p.heading for p, features in inspection.candidates if features[focus] > 0]
     assert not named, named
+
+
+def test_a_chunk_opening_with_the_block_the_chunk_before_ends_with_carries_its_lead_in(docs):
+    """Chunks overlap: the section's earlier chunk ends with "When you execute this script you will see the
+    throttle engage:" and the tool's output, and the next chunk opens with the same output, bare. Quoted from
+    the later chunk, the output led an answer with nothing to say what it is."""
+    question = "kafka-reassign-partitions.sh --execute --throttle 50000000 prints what when the throttle engages?"
+    pool = docs._retriever.retrieve(parse_query(question), 40, "hybrid", FirstStage.from_settings(docs.settings))
+    output = "```\nThe inter-broker throttle limit was set to 50000000 B/s"
+    opening = [c for c in pool.candidates if c.passage.text.startswith(output)]
+    assert opening, [c.passage.text[:60] for c in pool.candidates]
+    (read,) = docs._retriever.with_earlier_context(tuple(opening[:1]))
+    assert read.block_lead_in == "When you execute this script you will see the throttle engage:"
 
 
 def test_a_code_block_two_chunks_hold_is_quoted_once_under_its_lead_in(docs):

@@ -13,6 +13,7 @@ from rag.units import (
     MAX_UNIT_CHARS,
     MIN_UNIT_CHARS,
     EvidenceUnit,
+    before_closing_block,
     build_units,
     defines,
     inside_fence,
@@ -944,3 +945,12 @@ def test_a_sentence_that_says_what_a_thing_is_defines_it(thing, sentence, define
 
 def test_only_a_sentence_defines():
     assert not defines(EvidenceUnit("row", ("A KTable is an abstraction | x",)), ("KTable",))
+
+
+def test_a_text_ending_with_the_block_the_next_chunk_opens_with_is_read_without_it():
+    block = "```\nThe inter-broker throttle limit was set to 50000000 B/s"
+    earlier = f"Run the script.\n\nWhen you execute this script you will see the throttle engage:\n\n{block}\n```"
+    assert before_closing_block(earlier, block).rstrip().endswith("you will see the throttle engage:")
+    assert before_closing_block(earlier, "```\nsomething else") == earlier  # another block: kept whole
+    assert before_closing_block("No block at the end.", block) == "No block at the end."
+    assert before_closing_block(earlier, "") == earlier
