@@ -1219,6 +1219,17 @@ def _heading_key(passage: Passage, entry: bool) -> str:
     return heading
 
 
+def _titled_error(passage: Passage) -> str:
+    """The one error name (`INVALID_RECORD_STATE`) the passage's title and headings give, "" when none or several:
+    an error-knowledge record's page is titled by its error ("Kafka Error INVALID_RECORD_STATE"), and its
+    sentences ("The record state is invalid.") never name it."""
+    names = {name for heading in passage.section_path for name in _ERROR_NAME.findall(heading)}
+    return names.pop() if len(names) == 1 else ""
+
+
+_ERROR_NAME = re.compile(r"(?<![\w.-])[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+(?![\w.-])")
+
+
 def _introduced(unit: _Scored, chosen: Sequence[_Scored]) -> _Scored | None:
     """The chosen unit that lead-in sentence `unit` introduces: the next unit of its passage."""
     if not is_lead_in_sentence(unit.unit):
@@ -1341,7 +1352,10 @@ def _render(
             block = render_unit(with_table_header(unit.unit, candidates[unit.candidate_index].table_header), marker)
         if _carried(unit, candidates) and (intro := markers[-1 - unit.candidate_index]) != marker:
             block = block.replace(f" [{marker}]", f" [{intro}][{marker}]", 1)
-        key = _heading_key(candidates[unit.candidate_index].passage, any(u.entry >= 0 for u in group))
+        passage = candidates[unit.candidate_index].passage
+        key = _heading_key(passage, any(u.entry >= 0 for u in group))
+        if not key and unit.unit.kind == "sentence" and _list_key(unit) is None:
+            key = _titled_error(passage)  # a sentence of its page, not an item of a list
         # A setting or row names its own subject; a bare code block must start its line.
         prose = all(u.unit.kind in ("sentence", "list") for u in group)
         if key and prose and unit.candidate_index not in named and key.lower() not in unit.unit.text.lower():

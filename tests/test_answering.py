@@ -887,6 +887,23 @@ def test_beside_a_row_that_leads_the_prose_of_its_tables_section_is_left_out_unl
     assert "is returned before any record of the batch is appended" in draft.text, draft.text
 
 
+def test_a_sentence_of_an_error_record_is_named_by_the_error_its_page_is_titled_by():
+    """An error-knowledge record is titled by its error ("Kafka Error INVALID_RECORD_STATE") and its sentences never
+    name it: "what does error code 121 mean?" was answered "The record state is invalid." alone."""
+    axes = _Axes()
+    text = "The record state is invalid. The acknowledgement of delivery could not be completed."
+    record = make_candidate(
+        "record", section=("Kafka Error INVALID_RECORD_STATE", "Error code 121 · Non-retriable"), source="e.txt",
+        text=text, unit_scores=(0.9, 0.8), unit_vectors=axes.take(2),
+    )  # fmt: skip
+    draft = extract_answer(ranked([record], "what does error code 121 mean?"), shape(max_units_fact=2))
+    _check(draft)
+    assert _units(draft.text) == [
+        "`INVALID_RECORD_STATE`: The record state is invalid. [1]",
+        "The acknowledgement of delivery could not be completed. [1]",
+    ]
+
+
 RAFT_METRICS = (
     "These metrics are reported on both Controllers and Brokers in a KRaft Cluster\n"
     "Metric/Attribute name | Description | Mbean name\n"
@@ -1236,7 +1253,7 @@ def test_a_fact_about_the_leads_subject_takes_other_passages_only_when_they_carr
     causes = _about(causes, ("Kafka Error INVALID_RECORD_STATE", "Common Causes"), "invalid_record_state")
     draft = extract_answer(ranked([record, other, causes], question), shape(max_units_fact=4))
     _check(draft)
-    assert draft.text.startswith("The record state is invalid. [1]")
+    assert draft.text.startswith("`INVALID_RECORD_STATE`: The record state is invalid. [1]")  # named by its title
     assert "acknowledged a record that another consumer released" in draft.text  # carries INVALID_RECORD_STATE
     assert ("timestamp extractor" in draft.text) is other_shown, draft.text
 
