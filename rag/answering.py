@@ -49,6 +49,7 @@ from rag.units import (
     render_shared_lead,
     render_unit,
     row_cells,
+    stops_mid_sentence,
     with_block_lead_in,
     with_table_header,
 )
@@ -1117,8 +1118,10 @@ def _score_units(
     block_end = leading_block_end(text, candidate.continues_code) if candidate.block_intro is not None else 0
     entry = _entry_position(units, heading)
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
-        if is_title(unit) or refers_elsewhere(unit) or (unit is units[-1] and points_ahead(unit)):
-            continue  # a title or a pointer states nothing; a lead-in ending its chunk introduces what is not in it
+        if is_title(unit) or refers_elsewhere(unit) or stops_mid_sentence(unit):
+            continue  # a title, a pointer or half a sentence states nothing
+        if unit is units[-1] and points_ahead(unit):
+            continue  # a lead-in ending its chunk introduces what is not in it
         # A row's words are its own: the lead-in and header it shares with the other rows of its table add none.
         terms = frozenset(tokenize(unit.parts[-1] if unit.kind == "row" else unit.matched_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total

@@ -748,6 +748,12 @@ def points_ahead(unit: EvidenceUnit) -> bool:
     return is_lead_in_sentence(unit) or bool(_POINTS_AHEAD.search(text) or _ANNOUNCES.search(text))
 
 
+def stops_mid_sentence(unit: EvidenceUnit) -> bool:
+    """A sentence unit that ends in a comma: what completes it (the list or block after it, a unit of its own) is
+    not in it, and alone it says nothing ("If you want to use static membership,")."""
+    return unit.kind == "sentence" and unit.text.rstrip().endswith(",")
+
+
 def is_log(code: str) -> bool:
     """Whether a code block is log output (what one sees), not commands (what one runs)."""
     lines = [line.strip() for line in code.split("\n") if line.strip()]

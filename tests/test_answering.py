@@ -904,6 +904,18 @@ def test_a_sentence_of_an_error_record_is_named_by_the_error_its_page_is_titled_
     ]
 
 
+def test_half_a_sentence_that_a_list_completes_is_never_quoted_alone():
+    """ "If you want to use static membership," was quoted as a unit of its own: the list that completes it is
+    units of its own, and the half sentence says nothing."""
+    text = (
+        "Static membership avoids rebalances on restarts. If you want to use static membership,\n"
+        "- Upgrade the brokers to 2.3 or beyond.\n- Set group.instance.id to a unique value for each consumer."
+    )
+    draft = _answer_from(text, [0.5, 0.9, 0.4, 0.6], "how do I use static membership?", max_units_fact=4)
+    assert "If you want to use static membership," not in draft.text, draft.text
+    assert "group.instance.id" in draft.text, draft.text
+
+
 RAFT_METRICS = (
     "These metrics are reported on both Controllers and Brokers in a KRaft Cluster\n"
     "Metric/Attribute name | Description | Mbean name\n"

@@ -31,6 +31,7 @@ from rag.units import (
     setting_default,
     starts_in_list,
     starts_with_code,
+    stops_mid_sentence,
     table_start,
     unit_texts,
     with_block_lead_in,
@@ -954,3 +955,10 @@ def test_a_text_ending_with_the_block_the_next_chunk_opens_with_is_read_without_
     assert before_closing_block(earlier, "```\nsomething else") == earlier  # another block: kept whole
     assert before_closing_block("No block at the end.", block) == "No block at the end."
     assert before_closing_block(earlier, "") == earlier
+
+
+def test_a_sentence_ending_in_a_comma_stops_mid_sentence():
+    units = build_units(
+        "If you want to use static membership,\n- Upgrade the brokers.\n- Set the id.", "Static membership"
+    )
+    assert [stops_mid_sentence(u) for u in units] == [True, False, False]
