@@ -301,11 +301,6 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidateP
     # is the NOT_ENOUGH_REPLICAS row by its words, not INVALID_SESSION_TIMEOUT, the next row that scores.
     if _asked_about(lead.unit, query) or _is_error_row(lead.unit):
         pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
-    # Beside a table row that leads, the prose of the table's section says what the table is ("We use numeric
-    # codes to indicate what problem occurred on the server."; the JMX security notes the metrics table follows):
-    # nothing about the row, unless it names what the question names.
-    if lead.unit.kind == "row":
-        pool = [u for u in pool if not _about_the_table(u, lead, ranked.candidates, query)]
     focus = query.focus_identifiers
     if (
         query.intent == "fact"
@@ -654,17 +649,6 @@ def _place(unit: _Scored) -> tuple[int, int]:
 def _among(unit: _Scored, units: Sequence[_Scored]) -> bool:
     """`unit`, or a copy of it placed in another part of the answer, is among `units`."""
     return any(_place(unit) == _place(other) for other in units)
-
-
-def _about_the_table(unit: _Scored, row: _Scored, candidates: tuple[Candidate, ...], query: Query) -> bool:
-    """`unit` is a sentence of the section `row`'s table sits in (on any page that includes it) naming nothing
-    the question names."""
-    section = candidates[row.candidate_index].passage.section_path
-    return (
-        unit.unit.kind == "sentence"
-        and candidates[unit.candidate_index].passage.section_path == section
-        and not _identifiers_of(unit.unit.text) & (query.focus_identifiers | query.asked)
-    )
 
 
 def _without_fragments(chosen: list[_Scored], candidates: tuple[Candidate, ...]) -> tuple[list[_Scored], int]:

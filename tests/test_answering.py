@@ -867,26 +867,6 @@ def test_a_row_is_named_by_its_error_code_too():
     ]
 
 
-def test_beside_a_row_that_leads_the_prose_of_its_tables_section_is_left_out_unless_it_names_the_question():
-    """ "We use numeric codes to indicate what problem occurred on the server." followed every pasted error's row:
-    it says what the table is, nothing about the row."""
-    axes = _Axes()
-    table = _error_table(axes, (0.9, 0.3, 0.2))
-    intro = (
-        "We use numeric codes to indicate what problem occurred on the server. "
-        "RECORD_LIST_TOO_LARGE is returned before any record of the batch is appended."
-    )
-    prose = make_candidate(
-        "intro", section=("Protocol errors", "Error codes"), source="protocol.html", text=intro,
-        unit_scores=(0.85, 0.8), unit_vectors=axes.take(2),
-    )  # fmt: skip
-    draft = extract_answer(ranked([table, prose], "RECORD_LIST_TOO_LARGE, why?"), shape(max_units_troubleshoot=4))
-    _check(draft)
-    assert "RECORD_LIST_TOO_LARGE` (Code: 18" in draft.text, draft.text
-    assert "We use numeric codes" not in draft.text, draft.text
-    assert "is returned before any record of the batch is appended" in draft.text, draft.text
-
-
 def test_a_sentence_of_an_error_record_is_named_by_the_error_its_page_is_titled_by():
     """An error-knowledge record is titled by its error ("Kafka Error INVALID_RECORD_STATE") and its sentences never
     name it: "what does error code 121 mean?" was answered "The record state is invalid." alone."""
