@@ -49,6 +49,7 @@ from rag.units import (
     render_shared_lead,
     render_unit,
     row_cells,
+    setting_default,
     stops_mid_sentence,
     with_block_lead_in,
     with_table_header,
@@ -685,15 +686,18 @@ def _index_of(unit: _Scored, units: Sequence[_Scored]) -> int:
 
 
 def _restates(entry: _Scored, units: Sequence[_Scored], min_novelty: float) -> bool:
-    """Another page's entry of the same setting, with less than `min_novelty` of `entry`'s words new to it, is
-    among `units`: the broker reference's and the tiered-storage reference's `remote.log.storage.system.enable`
-    differ by an update mode. A sentence continuing one is shown without its own entry."""
+    """Another page's entry of the same setting, with the same default and less than `min_novelty` of `entry`'s
+    words new to it, is among `units`: the broker reference's and the tiered-storage reference's
+    `remote.log.storage.system.enable` differ by an update mode. A sentence continuing one is shown without its
+    own entry. Entries whose defaults differ state different facts (the producer's `request.timeout.ms` 30000,
+    the consumer's 40000)."""
     return (
         entry.unit.kind == "setting"
         and bool(entry.terms)
         and any(
             other.unit.kind == "setting"
             and other.unit.subject.lower() == entry.unit.subject.lower()
+            and setting_default(other.unit) == setting_default(entry.unit)
             and len(entry.terms - other.terms) / len(entry.terms) < min_novelty
             for other in units
         )

@@ -867,6 +867,36 @@ def test_a_row_is_named_by_its_error_code_too():
     ]
 
 
+@pytest.mark.parametrize(("other_default", "entries_shown"), [("30000 (30 seconds)", 1), ("40000 (40 seconds)", 2)])
+def test_another_pages_entry_of_a_setting_is_quoted_only_when_it_says_more(other_default, entries_shown):
+    """The broker's and the tiered-storage page's `remote.log.storage.system.enable` read alike but for an update
+    mode: the second page's further sentence is shown under the key, without its entry again. The producer's and
+    the consumer's `request.timeout.ms` differ by their defaults: both entries are quoted."""
+    description = (
+        "The configuration controls the maximum amount of time the client will wait for the response of a request. "
+        "If the response is not received before the timeout elapses the client will resend the request."
+    )
+    further = "This should be larger than the broker replica lag time to reduce the possibility of duplicates."
+    axes = _Axes()
+    producer = make_candidate(
+        "producer", section=("Configuration", "Producer Configs", "request.timeout.ms"), source="producer.html",
+        text=f"{description}\n\nType: | int\nDefault: | 30000 (30 seconds)\nImportance: | medium",
+        unit_scores=(0.9, 0.1), unit_vectors=axes.take(2),
+    )  # fmt: skip
+    consumer = make_candidate(
+        "consumer", section=("Configuration", "Consumer Configs", "request.timeout.ms"), source="consumer.html",
+        text=f"{description} {further}\n\nType: | int\nDefault: | {other_default}\nImportance: | medium",
+        unit_scores=(0.3, 0.2, 0.85), unit_vectors=axes.take(3),
+    )  # fmt: skip
+    producer, consumer = (_about(c, c.passage.section_path, "request.timeout.ms") for c in (producer, consumer))
+    draft = extract_answer(
+        ranked([producer, consumer], "what is request.timeout.ms?"), shape(max_units_fact=3, min_novelty=0.35)
+    )
+    _check(draft)
+    assert draft.text.count("`request.timeout.ms`: The configuration controls") == entries_shown, draft.text
+    assert further in draft.text, draft.text
+
+
 def test_a_sentence_of_an_error_record_is_named_by_the_error_its_page_is_titled_by():
     """An error-knowledge record is titled by its error ("Kafka Error INVALID_RECORD_STATE") and its sentences never
     name it: "what does error code 121 mean?" was answered "The record state is invalid." alone."""
