@@ -108,12 +108,11 @@ _ERROR_CALL = re.compile(
 _ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exception|Error)\b", re.I)
 # A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …",
 # and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
-# Where a printed error starts inside a line: its exception class, qualified or not, or its error name.
-_PRINTED_ERROR = re.compile(r"(?<![\w$.])(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 _ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:({]")
+# Where a printed error may start inside a line: its exception class, qualified or not, or its error name.
+_PRINTED_ERROR = re.compile(r"(?<![\w$.])(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 # A request for a fix or a reported fault. "keep" reports one only as "keeps failing" / "keep on growing":
-# "how long does Kafka keep a tombstone" asks for a fact; nor does "failed" after an article ("how to restart
-# a failed task").
+# "how long does Kafka keep a tombstone" asks for a fact.
 _FIX_REQUEST = re.compile(
     r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with|why|wrong|"
     r"broken|stuck|keeps?(?: on)? \w+ing|cannot|can't|unable|won't|doesn't|not working)\b",
