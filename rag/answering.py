@@ -992,7 +992,7 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
         return False
     subject_tokens = tokenize(unit.subject)
     named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
-    return named or bool(query.focus_identifiers & _names_of(unit))
+    return named or bool(_named_by(unit, query))
 
 
 def _named_by(unit: EvidenceUnit, query: Query) -> frozenset[str]:
@@ -1008,7 +1008,7 @@ def _in_asking(unit: EvidenceUnit, query: Query) -> bool:
     subject_tokens = tokenize(unit.subject)
     if subject_tokens and _runs_in(subject_tokens, query.asking_tokens):
         return True
-    named = query.focus_identifiers & _names_of(unit)
+    named = _named_by(unit, query)
     return bool(query.asked & named) or any(_runs_in(tokenize(i), query.asking_tokens) for i in named)
 
 
