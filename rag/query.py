@@ -599,7 +599,9 @@ def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
     """The non-blank lines of what the user typed (its first 400 KB), each with whether it sits inside a
     ``` code block; the fence lines themselves are left out. A command line that goes on to the error it
     raised ("kafka-topics.sh --create fails with InvalidReplicationFactorException: Replication factor: 3 …")
-    is two lines: the command, context, and the printed error, what the question is about."""
+    is two lines: the command, context, and the printed error, what the question is about. So is the user's
+    label of the error they paste after it ("SSL handshake failed: javax.net.ssl.SSLHandshakeException: No
+    subject alternative names …"): their words, and the error, whose class the docs may never name."""
     fenced = False
     for line in text[:400_000].split("\n"):
         if line.lstrip().startswith("```"):
@@ -610,11 +612,16 @@ def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
 
 def _command_and_error(line: str) -> tuple[str, ...]:
     head = line[:MAX_LINE_CHARS]
-    if _COMMAND_LINE.match(head):
+    command = bool(_COMMAND_LINE.match(head))
+    if command or line_place(head) == "question":
         for match in _PRINTED_ERROR.finditer(head, 1):
-            if _ERROR_MESSAGE.match(head[match.start() :]):
+            if _ERROR_MESSAGE.match(head[match.start() :]) and (command or _LABEL_END.search(head, 0, match.start())):
                 return line[: match.start()], line[match.start() :]
     return (line,)
+
+
+# The user's words that end where the error they label starts: "SSL handshake failed: javax.net.ssl.…Exception: …".
+_LABEL_END = re.compile(r":\s*$")
 
 
 @functools.lru_cache(maxsize=4)

@@ -101,6 +101,18 @@ def test_an_error_on_the_same_line_as_the_command_that_raised_it_leads_the_answe
     assert answer.text.startswith("`INVALID_REPLICATION_FACTOR` (Code: 38"), shown(answer)
 
 
+def test_an_error_pasted_after_the_users_label_on_one_line_is_answered_from_the_docs(docs):
+    """ "SSL handshake failed: javax.net.ssl.SSLHandshakeException: …": the JDK's exception class is in no page,
+    and read as the user's own sentence it was a class they ask about that the docs never name, so the
+    assistant declined; the message is what host name verification is about."""
+    answer = docs.ask(
+        "SSL handshake failed: javax.net.ssl.SSLHandshakeException: No subject alternative names matching IP "
+        "address 10.0.0.5 found"
+    )
+    assert not answer.abstained, shown(answer)
+    assert "ssl.endpoint.identification.algorithm" in answer.text, shown(answer)
+
+
 def test_another_pages_entry_of_the_same_setting_is_not_quoted_again(docs):
     """The broker reference and the tiered-storage reference both hold `remote.log.storage.system.enable`, alike
     but for an update mode: the answer quotes the entry once, and what only the second says under its name."""

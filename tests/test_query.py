@@ -485,6 +485,37 @@ def test_a_command_line_going_on_to_its_error_is_context_and_the_error_focus(pas
     assert "--topic" not in query.text and error in query.text.lower()
 
 
+@pytest.mark.parametrize(
+    ("paste", "error"),
+    [
+        (
+            "SSL handshake failed: javax.net.ssl.SSLHandshakeException: No subject alternative names matching IP "
+            "address 10.0.0.5 found",
+            "sslhandshakeexception",
+        ),
+        (
+            "Consumer error: org.apache.kafka.clients.consumer.CommitFailedException: Commit cannot be completed "
+            "since the group has already rebalanced",
+            "commitfailedexception",
+        ),
+    ],
+    ids=["jdk-exception", "kafka-exception"],
+)
+def test_the_users_label_before_a_pasted_error_on_its_line_leaves_the_error_an_error_line(paste, error):
+    """ "<their words>: <exception>: <message>" is the user's label and the error they paste: the exception sits
+    in an error line, which is no asking sentence of theirs (a class the docs never name is no topic they do not
+    cover), and the label stays the question's opening label."""
+    query = parse_query(paste)
+    assert [(i.name, i.place) for i in query.identifiers] == [(error, "error")]
+    assert query.asked == frozenset()
+    assert query.label == tuple(paste.split(":", 1)[0].split())
+
+
+def test_a_sentence_that_names_an_error_with_no_colon_before_it_stays_the_users_own():
+    query = parse_query("why does the consumer throw CommitFailedException: Commit cannot be completed?")
+    assert {i.place for i in query.identifiers} == {"question"}
+
+
 def test_a_command_line_with_a_name_that_is_no_printed_error_stays_one_command_line():
     query = parse_query("docker run -e KAFKA_CFG_NODE_ID=0 -e KAFKA_CFG_PROCESS_ROLES=broker apache/kafka")
     assert {i.place for i in query.identifiers} == {"command"}
