@@ -151,12 +151,15 @@ def better(result: Result, best: Result, top_recall: float) -> bool:
     return tied and result.precision > best.precision + 1e-9
 
 
-def tuning_sets(sets: Sequence[tuple[Path, Path, Path]], halves: Sequence[tuple[Path, Path]] = ()) -> list[TuningSet]:
-    """A `TuningSet` per `--set GOLDEN CORPUS INDEX`: its answerable tuning items asked of INDEX, or with `halves`
-    (two indexes per set) each asked of `halves[set][half(id)]`."""
+def tuning_sets(
+    sets: Sequence[tuple[Path, Path, Path]], halves: Sequence[tuple[Path, Path]] = (), answerable_only: bool = True
+) -> list[TuningSet]:
+    """A `TuningSet` per `--set GOLDEN CORPUS INDEX`: its answerable tuning items (all, without
+    `answerable_only`) asked of INDEX, or with `halves` (two indexes per set) each asked of
+    `halves[set][half(id)]`."""
     tuning = []
     for number, (golden, corpus, index) in enumerate(sets):
-        items = [i for i in select_part(load_golden(golden, corpus), "tune") if i.answerable]
+        items = [i for i in select_part(load_golden(golden, corpus), "tune") if i.answerable or not answerable_only]
         indexes = list(halves[number]) if halves else [index]
         tuning.append(
             [

@@ -223,6 +223,8 @@ class Query:
     asking_tokens: tuple[str, ...] = ()
     # Each name of the user's that retrieval read as the corpus's (a misspelt key), with that name.
     read_as: tuple[tuple[str, str], ...] = ()
+    # Asked in a conversation and searched with its subject (`is_followup`, or `parse_query`'s `leaning`).
+    followup: bool = False
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -271,9 +273,11 @@ def parse_query(
     history: Sequence[Mapping[str, str]] = (),
     max_chars: int = MAX_SIGNAL_CHARS,
     rewrite: Callable[[str, Sequence[Mapping[str, str]]], str | None] | None = None,
+    leaning: bool = False,
 ) -> Query:
     """The query value for `question`: the one place a question is reduced, rewritten and classified.
-    `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here."""
+    `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here.
+    With `leaning`, a question asked in a conversation is read as a follow-up whatever its words."""
     text = _printable(question)
     places: dict[str, str] = {}
     error_places: dict[str, str] = {}
@@ -351,13 +355,13 @@ def parse_query(
         # something of it ("and what's its default?"), and in a given rewrite (the LLM's), which restates the
         # question whole.
         carried = "question" if restated is not None or _POSSESSIVE.search(question) else "conversation"
-        retrieval_text = restated if restated is not None else rewrite_followup(retrieval_text, history)
+        retrieval_text = restated if restated is not None else rewrite_followup(retrieval_text, history, leaning)
         for name in extract_identifiers(retrieval_text):
             places.setdefault(name, carried)
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())
     names, openers = _names("\n".join(own_words))
     # A follow-up's asks and what it asks to have defined lean on the conversation: none are read from it alone.
-    followup = bool(history) and is_followup(question, history)
+    followup = bool(history) and (leaning or is_followup(question, history))
     how_to = any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words)
     return Query(
         question=question,
@@ -389,6 +393,7 @@ def parse_query(
         how_to=how_to,
         told=_last_answer_words(history) if followup else "",
         asking_tokens=() if followup else _asking_tokens(text, error_lines),
+        followup=followup,
     )
 
 
@@ -448,6 +453,20 @@ def defined_thing(text: str) -> tuple[str, ...]:
     ):
         return ()
     return words if tokenize(thing) else ()
+
+
+def names_its_subject(text: str, max_terms: int) -> bool:
+    """Whether the question says what it is about: it has more than `max_terms` search terms, names an
+    identifier, or asks what a thing is ("what's a ktable?", "what is static membership?"). A fragment ("how
+    often?", "any prerequisites?", "default value?") may not, nor may a question about "the" thing ("what's
+    the default?": of what was just discussed)."""
+    if len(tokenize(text)) > max_terms or extract_identifiers(text):
+        return True
+    match = _DEFINITION_ASK.match(text) if defined_thing(text) else None
+    return match is not None and not _DEFINITE_ARTICLE.match(match.group("thing") or match.group("meant"))
+
+
+_DEFINITE_ARTICLE = re.compile(r"the\s", re.I)
 
 
 # "Product 1.2: …", "[Product] …" or "In Product, …" (up to four words) on the question's first line; a pasted
@@ -814,9 +833,10 @@ def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
     return points_back or continues or not any(len(t) > 3 for t in tokenize(question))
 
 
-def rewrite_followup(question: str, history: Sequence[Mapping[str, str]]) -> str:
-    """Standalone query for a follow-up: the question plus the subject of the earlier user turns."""
-    if not is_followup(question, history):
+def rewrite_followup(question: str, history: Sequence[Mapping[str, str]], leaning: bool = False) -> str:
+    """Standalone query for a follow-up (`is_followup`; any question asked in a conversation with `leaning`):
+    the question plus the subject of the earlier user turns."""
+    if not (leaning and history) and not is_followup(question, history):
         return question
     user_turns = [turn.get("content", "") for turn in history if turn.get("role") == "user"]
     last_answer = _last_answer(history)

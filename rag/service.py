@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rag.abstention import ABSTENTION_FEATURES, abstention_features, load_abstention, should_abstain
+from rag.abstention import ABSTENTION_FEATURES, TOP_PASSAGES, abstention_features, load_abstention, should_abstain
 from rag.answering import AnswerShape, Draft, abstain, extract_answer, section_passages
 from rag.embedding import Embedder, load_embedder, model_identity
 from rag.errors import GenerationError, QuestionError
@@ -40,7 +40,7 @@ from rag.index_store import (
     summarize,
 )
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
-from rag.query import Query, parse_query
+from rag.query import Query, names_its_subject, parse_query
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
 from rag.retrieval import CandidatePool, FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, MAX_QUESTION_CHARS, MAX_TOP_K, Settings
@@ -354,14 +354,40 @@ class Assistant:
         if query.trimmed:
             notes.insert(0, TRIMMED_NOTE)
         timings["parse"] = elapsed_ms(started)
+        ranked = self._retrieve_and_rank(retriever, query, k, mode, timings)
+        # The LLM's rewrite (`use_llm`) restates a follow-up whole, pronoun or not.
+        if history and not use_llm and not query.followup and self._leans_on_history(question, ranked):
+            started = time.perf_counter()
+            leaning = parse_query(question, history, self.settings.max_question_chars, leaning=True)
+            ranked_leaning = self._retrieve_and_rank(retriever, leaning, k, mode, {})
+            if not should_abstain(ranked_leaning, self._abstention):
+                query, ranked = leaning, ranked_leaning
+            timings["leaning"] = elapsed_ms(started)
+        notes += [READ_AS_NOTE.format(wrong=wrong, right=right) for wrong, right in ranked.pool.query.read_as]
+        return _Prepared(query, tuple(notes), ranked, timings, retriever, k * RETRIEVAL_DEPTH_PER_PASSAGE)
+
+    def _leans_on_history(self, question: str, ranked: Ranked) -> bool:
+        """Whether a question asked in a conversation with nothing in its words pointing back (`is_followup`)
+        should be searched with the conversation's subject too: the knowledge base does not answer it alone
+        ("which JMX bean?" after "how do I monitor consumer lag?"), or it is a fragment that does not say what
+        it is about (`names_its_subject`: "any prerequisites?", "what's the default?") whose passages, found
+        alone, are not close to it (their best cosine under `followup_weak_dense`)."""
+        if should_abstain(ranked, self._abstention):
+            return True
+        fragment = not names_its_subject(question, self.settings.followup_max_terms)
+        best = max((c.dense for c in ranked.candidates[:TOP_PASSAGES]), default=0.0)
+        return fragment and best < self.settings.followup_weak_dense
+
+    def _retrieve_and_rank(
+        self, retriever: Retriever, query: Query, k: int, mode: str, timings: dict[str, float]
+    ) -> Ranked:
         pool = retriever.retrieve(query, k * RETRIEVAL_DEPTH_PER_PASSAGE, mode, self._first_stage)
-        notes += [READ_AS_NOTE.format(wrong=wrong, right=right) for wrong, right in pool.query.read_as]
         timings.update(pool.timings_ms)
         started = time.perf_counter()
         ranked = rank(pool, k, self.settings.max_per_section, self._ranker)
         ranked = dataclasses.replace(ranked, candidates=retriever.with_earlier_context(ranked.candidates))
         timings["rank"] = elapsed_ms(started)
-        return _Prepared(query, tuple(notes), ranked, timings, retriever, k * RETRIEVAL_DEPTH_PER_PASSAGE)
+        return ranked
 
     def _search_asks(self, prepared: _Prepared, timings: dict[str, float]) -> tuple[CandidatePool, ...]:
         """The passages each of the question's asks retrieves searched alone (`Query.asks`), with its cosines."""

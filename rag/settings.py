@@ -113,6 +113,12 @@ class Settings:
     # answers (evals/reports/tune_followups.md): smaller gaps led fewer answers with a key fact.
     unit_told_min_words: int = 12
     unit_told_max_gap: float = 9.0
+    # In a conversation, a question of at most followup_max_terms search terms that names no identifier and asks
+    # what no thing is (`rag.query.names_its_subject`: "any prerequisites?", "what's the default?") is searched
+    # with the conversation's subject when, searched alone, its passages' best cosine stays under
+    # followup_weak_dense (`Assistant._leans_on_history`). 0 terms turns it off.
+    followup_max_terms: int = 2
+    followup_weak_dense: float = 0.45
     # The rendered answer (quoted words, names, labels, markers, part headings) stays within this many
     # characters: concise by construction on any mix of questions (a limit on the tuning parts' median alone
     # let the test parts' answers run longer). Chosen by `evals/tune_answers.py --only answer_max_chars`:

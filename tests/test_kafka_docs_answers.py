@@ -113,6 +113,16 @@ def test_an_error_pasted_after_the_users_label_on_one_line_is_answered_from_the_
     assert "ssl.endpoint.identification.algorithm" in answer.text, shown(answer)
 
 
+def test_a_question_the_docs_do_not_answer_alone_is_answered_with_the_conversations_subject(docs):
+    """ "which JMX bean?" after a question about consumer lag points back with no pronoun: searched alone it
+    was declined as not covered; searched with the conversation's subject it is answered."""
+    asked = "how to monitor consumer lag"
+    history = [{"role": "user", "content": asked}, {"role": "assistant", "content": docs.ask(asked).text}]
+    answer = docs.ask("which JMX bean?", history)
+    assert not answer.abstained, shown(answer)
+    assert answer.query.startswith("which JMX bean?") and "lag" in answer.query, shown(answer)
+
+
 def test_another_pages_entry_of_the_same_setting_is_not_quoted_again(docs):
     """The broker reference and the tiered-storage reference both hold `remote.log.storage.system.enable`, alike
     but for an update mode: the answer quotes the entry once, and what only the second says under its name."""

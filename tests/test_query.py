@@ -18,6 +18,7 @@ from rag.query import (
     is_followup,
     line_place,
     looks_like_log,
+    names_its_subject,
     opening_label,
     parse_query,
     question_asks,
@@ -1133,3 +1134,29 @@ def test_the_settings_a_user_gives_a_value_outside_the_asking_sentences_are_thei
 )
 def test_the_asking_tokens_are_those_of_the_asking_sentences_and_pasted_errors(question, history, asking):
     assert parse_query(question, history).asking_tokens == asking
+
+
+@pytest.mark.parametrize(
+    ("question", "named"),
+    [
+        ("how often?", False),
+        ("any prerequisites?", False),
+        ("default value?", False),
+        ("what's the default?", False),  # the default of what was just discussed
+        ("what's a ktable?", True),  # asks what a thing is
+        ("what is static membership?", True),
+        ("what does linger.ms do?", True),  # names an identifier
+        ("how do I see which replicas are in sync for a topic?", True),  # more words than a fragment has
+    ],
+)
+def test_names_its_subject(question, named):
+    assert names_its_subject(question, max_terms=3) is named
+
+
+def test_a_question_read_as_leaning_on_the_conversation_carries_its_subject():
+    history = [{"role": "user", "content": "what does isolation.level do on the consumer?"}]
+    alone = parse_query("any prerequisites?", history)
+    leaning = parse_query("any prerequisites?", history, leaning=True)
+    assert not alone.followup and alone.text == "any prerequisites?"
+    assert leaning.followup and "isolation.level" in leaning.text
+    assert parse_query("any prerequisites?", (), leaning=True).text == "any prerequisites?"

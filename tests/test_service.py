@@ -231,6 +231,21 @@ def test_a_follow_up_about_another_thing_is_not_answered_by_the_earlier_subjects
     assert "persistent issue" in answer.text
 
 
+@pytest.mark.parametrize("fragment", ["default value?", "what's the default?", "recommended value?"])
+def test_a_fragment_that_names_no_subject_is_searched_with_the_conversations(assistant, fragment):
+    """No pronoun points back, yet "default value?" asks about the setting just discussed: searched alone, it
+    found nothing close to it (and was answered from whatever passage says "default")."""
+    history = [
+        {"role": "user", "content": "my streams app gets ProducerFencedException when transaction.timeout.ms is hit"},
+        {"role": "assistant", "content": "The transaction timed out and the producer was fenced [1]."},
+    ]
+    answer = assistant.ask(fragment, history)
+    assert answer.query.startswith(fragment)
+    assert "transaction.timeout.ms" in answer.query
+    assert not answer.abstained
+    assert "transaction.timeout.ms" in answer.text, answer.text
+
+
 def test_without_history_the_follow_up_is_searched_as_typed(assistant):
     answer = assistant.ask("and what's its default?")
     assert answer.query == "and what's its default?"

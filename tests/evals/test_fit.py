@@ -17,6 +17,7 @@ import evals.tune_answers as tune_answers
 import evals.tune_chunking as tune_chunking
 import evals.tune_followups as tune_followups
 import evals.tune_fusion as tune_fusion
+import evals.tune_leaning as tune_leaning
 import rag.service as service
 from evals.golden import load_golden, part_of, select_part
 from rag import Assistant, ConfigurationError, LinearModel
@@ -578,6 +579,43 @@ def test_follow_up_tuning_asks_tuning_follow_ups_after_the_assistants_own_answer
     text = report.read_text(encoding="utf-8")
     assert "tuning parts only" in text and text.count("\n| 12 |") == 2 and "| 0 (off) |" in text
     assert "Chosen: (" in text
+
+
+def test_leaning_tuning_asks_every_tuning_question_with_a_history_and_no_test_part_one(
+    seeds_index, golden, monkeypatch, tmp_path
+):
+    """Answerable and unanswerable tuning questions asked in a conversation, each after the assistant's own
+    answers to its earlier turns; no test-part question is asked."""
+    monkeypatch.setattr(tune_leaning, "MAX_TERMS", (2,))
+    monkeypatch.setattr(tune_leaning, "WEAK_DENSE", (0.45,))
+    asked: list[str] = []
+    real = Assistant.ask
+
+    def spy(self, question, history=(), **kwargs):
+        asked.append(question)
+        return real(self, question, history, **kwargs)
+
+    monkeypatch.setattr(Assistant, "ask", spy)
+    report = tmp_path / "tune_leaning.md"
+    assert tune_leaning.main(["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--report", str(report)]) == 0
+    conversations = [i for i in select_part(golden, "tune") if i.history]
+    turns = {i.question for i in conversations} | {
+        t["content"] for i in conversations for t in i.history if t["role"] == "user"
+    }
+    assert {i.question for i in conversations} <= set(asked) <= turns
+    text = report.read_text(encoding="utf-8")
+    assert "tuning parts only" in text and "| 0 (off) | 0.0 | 0 |" in text and "| 2 | 0.45 |" in text
+    assert "Chosen: (" in text
+
+
+def test_leaning_tuning_chooses_the_best_recall_then_the_most_declined_then_the_narrowest_rule():
+    def result(recall: float, declined: int) -> tune_leaning.Result:
+        return tune_leaning.Result(answers={}, recall=recall, declined=declined, unanswerable=3)
+
+    choose = tune_leaning.choose
+    assert choose({(0, 0.0): result(0.5, 1), (2, 0.45): result(0.55, 1), (3, 0.45): result(0.55, 2)}) == (3, 0.45)
+    assert choose({(0, 0.0): result(0.5, 1), (2, 0.45): result(0.55, 1), (3, 0.4): result(0.55, 1)}) == (2, 0.45)
+    assert choose({(2, 0.5): result(0.55, 1), (2, 0.45): result(0.55, 1)}) == (2, 0.45)
 
 
 def test_follow_up_tuning_chooses_the_most_leads_with_a_key_fact_then_the_fewest_repeats_then_the_smallest_gap():

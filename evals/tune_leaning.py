@@ -1,0 +1,116 @@
+"""Choose `followup_max_terms` and `followup_weak_dense` on the tuning parts' questions asked in a conversation.
+
+    python -m evals.tune_leaning --set evals/golden.jsonl seeds <seeds index> \\
+        --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs <docs index> \\
+        [--half-indexes SEEDS_H0 SEEDS_H1 DOCS_H0 DOCS_H1]
+
+In a conversation, a question of at most `followup_max_terms` search terms that names no identifier and asks
+what no thing is ("any prerequisites?", "what's the default?"; `rag.query.names_its_subject`) is searched with
+the conversation's subject when, searched alone, its passages' best cosine stays under `followup_weak_dense`
+(`rag.service.Assistant._leans_on_history`). Too wide a rule reads a short question on a new subject ("why are
+quotas needed?") as one about the last answer's; too narrow a one answers "which jmx bean?" from whatever
+passage says JMX. For each pair, over the tuning questions that have a history, each asked after the
+assistant's own answers to the turns before it (`evals.runner.answered_history`): how many answers differ from
+those with the rule off, key-fact recall of the answerable ones, and how many unanswerable ones are declined.
+The pair with the highest recall is chosen; ties go to more declined, then to fewer terms and a lower cosine
+(the rule acting least). With `--half-indexes` each
+question is asked of the index whose embedding adapter did not see it (`evals/held_out_tuning.py`). Test-part
+ids are never read. Prints the choice and writes `evals/reports/tune_leaning.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evals.fit_embedding import add_half_indexes_argument, half_index_pairs
+from evals.golden import add_set_argument
+from evals.metrics import facts_found
+from evals.runner import answered_history
+from evals.tune_answers import TuningSet, tuning_sets
+
+MAX_TERMS = (2, 3, 4)
+WEAK_DENSE = (0.4, 0.45, 0.5, 0.55, 0.6)
+OFF = (0, 0.0)
+REPORT = Path("evals/reports/tune_leaning.md")
+
+
+@dataclass(frozen=True)
+class Result:
+    answers: dict[str, str]  # by golden id
+    recall: float  # mean key-fact recall of the answerable questions
+    declined: int  # unanswerable questions declined
+    unanswerable: int
+
+
+def score(sets: Sequence[TuningSet], pair: tuple[int, float]) -> Result:
+    answers: dict[str, str] = {}
+    recalls: list[float] = []
+    declined = unanswerable = 0
+    for tuning_set in sets:
+        for assistant, items in tuning_set:
+            tuned = assistant.with_settings(followup_max_terms=pair[0], followup_weak_dense=pair[1])
+            k = tuned.settings.top_k
+            for item in items:
+                history = answered_history(tuned, item.history, tuned.settings.retrieval_mode, k)
+                answer = tuned.ask(item.question, history)
+                answers[item.id] = answer.text
+                if item.answerable:
+                    found = facts_found(answer.text, item.facts)
+                    recalls.append(sum(found) / len(found) if found else 1.0)
+                else:
+                    unanswerable += 1
+                    declined += answer.abstained
+    return Result(answers, statistics.fmean(recalls) if recalls else 0.0, declined, unanswerable)
+
+
+def choose(results: dict[tuple[int, float], Result]) -> tuple[int, float]:
+    """The pair with the highest key-fact recall; of those, the one declining the most, then the narrowest."""
+    return max(results, key=lambda pair: (round(results[pair].recall, 6), results[pair].declined, -pair[0], -pair[1]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_set_argument(parser)
+    add_half_indexes_argument(parser)
+    parser.add_argument("--report", type=Path, default=REPORT)
+    args = parser.parse_args(argv)
+    sets = [
+        [(assistant, [i for i in items if i.history]) for assistant, items in tuning_set]
+        for tuning_set in tuning_sets(args.set, half_index_pairs(parser, args), answerable_only=False)
+    ]
+    pairs = [OFF, *((terms, dense) for terms in MAX_TERMS for dense in WEAK_DENSE)]
+    results = {pair: score(sets, pair) for pair in pairs}
+    chosen = choose(results)
+    off = results[OFF].answers
+    settings = sets[0][0][0].settings
+    current = (settings.followup_max_terms, settings.followup_weak_dense)
+    questions = len(off)
+    lines = [
+        "# Fragments in a conversation: `followup_max_terms`, `followup_weak_dense` (tuning parts only)",
+        "",
+        f"{questions} tuning questions with a history, each asked after the assistant's own answers to the turns "
+        + ("before it, of the index whose adapter did not see it." if args.half_indexes else "before it."),
+        "",
+        "| followup_max_terms | followup_weak_dense | answers changed | key-fact recall (answerable) "
+        "| unanswerable declined |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {terms}{' (off)' if (terms, dense) == OFF else ''} | {dense} "
+            f"| {sum(r.answers[i] != off[i] for i in off)} | {r.recall:.3f} | {r.declined} / {r.unanswerable} |"
+            for (terms, dense), r in results.items()
+        ),
+        "",
+        f"Chosen: {chosen} (current settings: {current}).",
+    ]
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"followup_max_terms, followup_weak_dense: {chosen} (current {current}); wrote {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
