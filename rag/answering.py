@@ -30,7 +30,7 @@ from rag.lexical import tokenize
 from rag.passages import NOT_COVERED, Citation, Passage, merged
 from rag.query import Query, told_words
 from rag.ranking import Ranked
-from rag.retrieval import Candidate, CandidatePool
+from rag.retrieval import Candidate
 from rag.settings import Settings
 from rag.units import (
     EvidenceUnit,
@@ -191,9 +191,10 @@ def abstain(ranked: Ranked, related: int = 3) -> Draft:
     return Draft(text=NOT_COVERED + note, citations=(), abstained=True, related=passages)
 
 
-def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[CandidatePool] = ()) -> Draft:
+def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = ()) -> Draft:
     """The units that answer the question, led by the best one of the best-ranked passage, cited with [n].
-    `asks` are the question's asks searched alone (`Query.asks`): each one's best unit follows the lead."""
+    `asks` are the question's asks searched and ranked alone (`Query.asks`): each one's best unit follows the
+    lead."""
     query = ranked.pool.query
     weights = ranked.pool.evidence.term_weights
     priors = passage_priors(ranked)
@@ -428,26 +429,30 @@ def _default_sources(lead: _Scored, scored: list[_Scored], candidates: tuple[Can
 
 
 def _answers_to_asks(
-    asks: Sequence[CandidatePool], ranked: Ranked, priors: Sequence[float], shape: AnswerShape
+    asks: Sequence[Ranked], ranked: Ranked, priors: Sequence[float], shape: AnswerShape
 ) -> list[tuple[int, int]]:
     """The place of the best unit for each of the question's asks: of all the whole question's passages that
-    the ask searched alone retrieves too, scored by that ask's own cosines and the passages' `priors`. Alone, a
+    the ask searched alone retrieves too, scored by that ask's own cosines and a prior halfway between the
+    passage's for the whole question (`priors`) and for the ask (where the ask's own ranking puts it). Alone, a
     short ask ("which setting is this") also finds passages about something else; the whole question's
     passages keep it on the subject. An ask the lead's passage answers best adds no unit of a lower passage
     that only ranks first for the ask's words ("how does quota enforcement work" and a sentence on where
-    quotas are hard to implement)."""
+    quotas are hard to implement); one the lead's passage only touches does ("what's the max size of a single
+    message by default, and how do I raise it for one topic?": the `message.max.bytes` entry, which the first
+    ask ranks first, not "the server default is used" in the passage on per-topic overrides)."""
     places = []
     for ask in asks:
-        cosines = {c.passage.chunk_id: c.unit_scores for c in ask.candidates}
+        cosines = {c.passage.chunk_id: c.unit_scores for c in ask.pool.candidates}
+        own = dict(zip((c.passage.chunk_id for c in ask.candidates), passage_priors(ask), strict=True))
         units = [
             unit
             for index, c in enumerate(ranked.candidates)
             if c.passage.chunk_id in cosines
             for unit in _score_units(
-                ask.query,
-                ask.evidence.term_weights,
+                ask.pool.query,
+                ask.pool.evidence.term_weights,
                 index,
-                priors[index],
+                (priors[index] + own.get(c.passage.chunk_id, 0.0)) / 2,
                 dataclasses.replace(c, unit_scores=cosines[c.passage.chunk_id]),
                 shape,
             )

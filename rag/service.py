@@ -42,7 +42,7 @@ from rag.index_store import (
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
 from rag.query import Query, names_its_subject, parse_query
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
-from rag.retrieval import CandidatePool, FirstStage, Retriever, elapsed_ms
+from rag.retrieval import FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, MAX_QUESTION_CHARS, MAX_TOP_K, Settings
 from rag.synthetic import SyntheticQuery
 
@@ -389,13 +389,19 @@ class Assistant:
         timings["rank"] = elapsed_ms(started)
         return ranked
 
-    def _search_asks(self, prepared: _Prepared, timings: dict[str, float]) -> tuple[CandidatePool, ...]:
-        """The passages each of the question's asks retrieves searched alone (`Query.asks`), with its cosines."""
+    def _search_asks(self, prepared: _Prepared, timings: dict[str, float]) -> tuple[Ranked, ...]:
+        """The passages each of the question's asks retrieves searched alone (`Query.asks`), with its cosines,
+        ranked as the ask alone ranks them."""
         started = time.perf_counter()
         retriever, mode = prepared.retriever, prepared.ranked.pool.mode
         asks = tuple(
-            retriever.retrieve(
-                parse_query(ask, (), self.settings.max_question_chars), prepared.depth, mode, self._first_stage
+            rank(
+                retriever.retrieve(
+                    parse_query(ask, (), self.settings.max_question_chars), prepared.depth, mode, self._first_stage
+                ),
+                prepared.depth,
+                self.settings.max_per_section,
+                self._ranker,
             )
             for ask in prepared.query.asks
         )

@@ -2069,3 +2069,21 @@ def test_section_passages_are_the_ranked_sections_each_in_the_page_order():
         "Quotas protect the cluster.\n\nQuotas are enforced per client group.",
     )
     assert racks.chunk_id == "other"
+
+
+def test_an_asks_best_unit_comes_from_the_passage_its_own_ranking_puts_first():
+    """The second passage, which the ask alone ranks first, answers it: the first passage's sentence that merely
+    shares the ask's words ("the server default is used") scored higher by the whole question's rank alone."""
+    axes = _Axes()
+    question = "how do I set the record lock duration for a topic, and what is its default?"
+    overrides = "The lock duration can be set per topic. If no per-topic value is set, the server default is used."
+    entry = "The broker's default record lock duration is 30 seconds."
+    top = candidate(axes, "overrides", overrides, (0.9, 0.1))
+    second = candidate(axes, "entry", entry, (0.2,))
+    whole = Ranked(make_pool([top, second], question=question), (top, second), (2.0, 1.0))
+    ask_top = dataclasses.replace(top, unit_scores=np.asarray((0.3, 0.85)))
+    ask_second = dataclasses.replace(second, unit_scores=np.asarray((0.95,)))
+    ask = Ranked(make_pool([ask_second, ask_top], question="what is the default"), (ask_second, ask_top), (2.0, 1.0))
+    draft = extract_answer(whole, shape(max_units_fact=2, rank_weight=0.5), asks=(ask,))
+    assert draft.text.startswith("The lock duration can be set per topic.")
+    assert entry in draft.text and "server default is used" not in draft.text, draft.text

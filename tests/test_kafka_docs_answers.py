@@ -123,6 +123,15 @@ def test_a_question_the_docs_do_not_answer_alone_is_answered_with_the_conversati
     assert answer.query.startswith("which JMX bean?") and "lag" in answer.query, shown(answer)
 
 
+def test_each_ask_of_a_two_part_question_is_answered_from_the_passage_the_ask_ranks_first(docs):
+    """ "…by default, and how do I raise it for one topic?": the page on per-topic overrides answers the second ask
+    and leads; for the first, its "the server default is used" outscored the `message.max.bytes` entry, which the
+    ask alone ranks first, and the default was missing."""
+    answer = docs.ask("what's the max size of a single message by default, and how do I raise it for one topic?")
+    assert "max.message.bytes=" in answer.text, shown(answer)
+    assert "`message.max.bytes`" in answer.text and "Default: 1048588" in answer.text, shown(answer)
+
+
 def test_another_pages_entry_of_the_same_setting_is_not_quoted_again(docs):
     """The broker reference and the tiered-storage reference both hold `remote.log.storage.system.enable`, alike
     but for an update mode: the answer quotes the entry once, and what only the second says under its name."""
