@@ -536,7 +536,7 @@ def test_each_ask_of_a_question_holds_its_best_unit(ask_passage, ask_min, held):
     top = candidate(axes, "top", FIX, [0.9, 0.2, 0.1])
     second = candidate(axes, "second", OTHER, [0.3, 0.2])
     alone = dataclasses.replace(candidate(_Axes(), ask_passage, OTHER, [0.1, 0.95]), unit_vectors=second.unit_vectors)
-    ask = make_pool([alone], question="how do consumers of a share group read records?")
+    ask = ranked([alone], "how do consumers of a share group read records?")
     draft = extract_answer(ranked([top, second], TWO_ASKS), shape(relative_cutoff=0.1, ask_min=ask_min), [ask])
     _check(draft)
     assert draft.text.startswith("The record lock expired"), draft.text
@@ -551,12 +551,12 @@ def test_an_ask_the_lead_passage_answers_best_holds_that_unit_not_the_first_one_
     axes = _Axes()
     top = candidate(axes, "top", FIX, [0.9, 0.2, 0.1])
     second = candidate(axes, "second", OTHER, [0.3, 0.2])
-    ask = make_pool(
+    ask = ranked(
         [
             dataclasses.replace(second, unit_scores=np.array([0.1, 0.85])),  # the ask's own first passage
             dataclasses.replace(top, unit_scores=np.array([0.2, 0.2, 0.95])),
         ],
-        question="how do I check the cause?",
+        "how do I check the cause?",
     )
     draft = extract_answer(ranked([top, second], TWO_ASKS), shape(relative_cutoff=0.1), [ask])
     _check(draft)
@@ -2080,10 +2080,10 @@ def test_an_asks_best_unit_comes_from_the_passage_its_own_ranking_puts_first():
     entry = "The broker's default record lock duration is 30 seconds."
     top = candidate(axes, "overrides", overrides, (0.9, 0.1))
     second = candidate(axes, "entry", entry, (0.2,))
-    whole = Ranked(make_pool([top, second], question=question), (top, second), (2.0, 1.0))
+    whole = ranked([top, second], question)
     ask_top = dataclasses.replace(top, unit_scores=np.asarray((0.3, 0.85)))
     ask_second = dataclasses.replace(second, unit_scores=np.asarray((0.95,)))
-    ask = Ranked(make_pool([ask_second, ask_top], question="what is the default"), (ask_second, ask_top), (2.0, 1.0))
+    ask = ranked([ask_second, ask_top], "what is the default")
     draft = extract_answer(whole, shape(max_units_fact=2, rank_weight=0.5), asks=(ask,))
     assert draft.text.startswith("The lock duration can be set per topic.")
     assert entry in draft.text and "server default is used" not in draft.text, draft.text
