@@ -634,12 +634,20 @@ def _command_and_error(line: str) -> tuple[str, ...]:
     command = bool(_COMMAND_LINE.match(head))
     if command or line_place(head) == "question":
         for match in _PRINTED_ERROR.finditer(head, 1):
-            if _ERROR_MESSAGE.match(head[match.start() :]) and (command or _LABEL_END.search(head, 0, match.start())):
+            if not _ERROR_MESSAGE.match(head[match.start() :]):
+                continue
+            if command or _labels(head[: match.start()]):
                 return line[: match.start()], line[match.start() :]
+            break  # the user's sentence names or quotes its error ("… raises `KafkaException: KafkaError{…}`. What …?")
     return (line,)
 
 
-# The user's words that end where the error they label starts: "SSL handshake failed: javax.net.ssl.…Exception: …".
+def _labels(words: str) -> bool:
+    """The user's words end as a label of the error that follows them ("SSL handshake failed: "), not inside
+    the inline code that quotes it."""
+    return bool(_LABEL_END.search(words)) and words.count("`") % 2 == 0
+
+
 _LABEL_END = re.compile(r":\s*$")
 
 

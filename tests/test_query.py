@@ -512,8 +512,19 @@ def test_the_users_label_before_a_pasted_error_on_its_line_leaves_the_error_an_e
     assert query.label == tuple(paste.split(":", 1)[0].split())
 
 
-def test_a_sentence_that_names_an_error_with_no_colon_before_it_stays_the_users_own():
-    query = parse_query("why does the consumer throw CommitFailedException: Commit cannot be completed?")
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "why does the consumer throw CommitFailedException: Commit cannot be completed?",
+        # the error quoted as code in the user's sentence, its own message after a colon: the sentences after it
+        # are still the user's asks
+        'and it raises `cimpl.KafkaException: KafkaError{code=TOPIC_DELETION_DISABLED,val=73,str="Topic deletion is '
+        'disabled."}`. What exactly do I ask them to change, and does it need a broker restart?',
+    ],
+    ids=["no-colon-before", "quoted-as-code"],
+)
+def test_a_sentence_that_names_or_quotes_its_error_stays_the_users_own(sentence):
+    query = parse_query(sentence)
     assert {i.place for i in query.identifiers} == {"question"}
 
 
