@@ -79,41 +79,85 @@ def choose(results: dict[tuple[int, float], Result]) -> tuple[int, float]:
     return max(results, key=lambda pair: (results[pair].lead_holds_fact, -results[pair].lead_repeats, -pair[1]))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def conversation_sets(
+    argv: Sequence[str] | None, description: str, report: Path, answerable_only: bool = True
+) -> tuple[argparse.Namespace, list[TuningSet]]:
+    """The command line a script tuning how conversations are answered takes (`--set`, `--half-indexes`,
+    `--report`), and the tuning questions of its golden files that have a history (the answerable ones only,
+    with `answerable_only`), each with the assistant that asks it."""
+    parser = argparse.ArgumentParser(description=description)
     add_set_argument(parser)
     add_half_indexes_argument(parser)
-    parser.add_argument("--report", type=Path, default=REPORT)
+    parser.add_argument("--report", type=Path, default=report)
     args = parser.parse_args(argv)
     sets = [
         [(assistant, [i for i in items if i.history]) for assistant, items in tuning_set]
-        for tuning_set in tuning_sets(args.set, half_index_pairs(parser, args))
+        for tuning_set in tuning_sets(args.set, half_index_pairs(parser, args), answerable_only)
     ]
+    return args, sets
+
+
+def write_report(
+    path: Path,
+    title: str,
+    intro: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    chosen: tuple[object, ...],
+    current: tuple[object, ...],
+) -> None:
+    """A tuning report: its title, what was asked, a table of each setting's results, and the choice beside the
+    current settings (the first two columns name them). Prints the choice."""
+    lines = [
+        f"# {title}",
+        "",
+        intro,
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(map(str, row)) + " |" for row in rows),
+        "",
+        f"Chosen: {chosen} (current settings: {current}).",
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"{', '.join(columns[:2])}: {chosen} (current {current}); wrote {path}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, sets = conversation_sets(argv, __doc__.splitlines()[0], REPORT)
     pairs = [(0, MAX_GAPS[-1])] + [(words, gap) for words in MIN_WORDS if words for gap in MAX_GAPS]
     results = {pair: score(sets, *pair) for pair in pairs}
     chosen = choose(results)
     settings = sets[0][0][0].settings
     current = (settings.unit_told_min_words, settings.unit_told_max_gap)
-    lines = [
-        "# A follow-up's lead: `unit_told_min_words`, `unit_told_max_gap` (tuning parts only)",
-        "",
+    write_report(
+        args.report,
+        "A follow-up's lead: `unit_told_min_words`, `unit_told_max_gap` (tuning parts only)",
         "Answerable tuning follow-ups, each asked after the assistant's own answers to the turns before it"
         + (", of the index whose adapter did not see it." if args.half_indexes else ", of the served index."),
-        "",
-        "| unit_told_min_words | unit_told_max_gap | follow-ups | lead holds a key fact | lead repeats the last answer "
-        "| key-fact recall |",
-        "|---|---|---|---|---|---|",
-        *(
-            f"| {words}{' (off)' if not words else ''} | {gap} | {r.followups} | {r.lead_holds_fact} "
-            f"| {r.lead_repeats} | {r.recall:.3f} |"
-            for (words, gap), r in results.items()
+        (
+            "unit_told_min_words",
+            "unit_told_max_gap",
+            "follow-ups",
+            "lead holds a key fact",
+            "lead repeats the last answer",
+            "key-fact recall",
         ),
-        "",
-        f"Chosen: {chosen} (current settings: {current}).",
-    ]
-    args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"unit_told_min_words, unit_told_max_gap: {chosen} (current {current}); wrote {args.report}")
+        [
+            (
+                f"{words}{' (off)' if not words else ''}",
+                gap,
+                r.followups,
+                r.lead_holds_fact,
+                r.lead_repeats,
+                f"{r.recall:.3f}",
+            )
+            for (words, gap), r in results.items()
+        ],
+        chosen,
+        current,
+    )
     return 0
 
 

@@ -20,17 +20,15 @@ ids are never read. Prints the choice and writes `evals/reports/tune_leaning.md`
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evals.fit_embedding import add_half_indexes_argument, half_index_pairs
-from evals.golden import add_set_argument
 from evals.metrics import facts_found
 from evals.runner import answered_history
-from evals.tune_answers import TuningSet, tuning_sets
+from evals.tune_answers import TuningSet
+from evals.tune_followups import conversation_sets, write_report
 
 MAX_TERMS = (2, 3, 4)
 WEAK_DENSE = (0.4, 0.45, 0.5, 0.55, 0.6)
@@ -73,15 +71,7 @@ def choose(results: dict[tuple[int, float], Result]) -> tuple[int, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_set_argument(parser)
-    add_half_indexes_argument(parser)
-    parser.add_argument("--report", type=Path, default=REPORT)
-    args = parser.parse_args(argv)
-    sets = [
-        [(assistant, [i for i in items if i.history]) for assistant, items in tuning_set]
-        for tuning_set in tuning_sets(args.set, half_index_pairs(parser, args), answerable_only=False)
-    ]
+    args, sets = conversation_sets(argv, __doc__.splitlines()[0], REPORT, answerable_only=False)
     pairs = [OFF, *((terms, dense) for terms in MAX_TERMS for dense in WEAK_DENSE)]
     results = {pair: score(sets, pair) for pair in pairs}
     chosen = choose(results)
@@ -89,26 +79,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = sets[0][0][0].settings
     current = (settings.followup_max_terms, settings.followup_weak_dense)
     questions = len(off)
-    lines = [
-        "# Fragments in a conversation: `followup_max_terms`, `followup_weak_dense` (tuning parts only)",
-        "",
+    write_report(
+        args.report,
+        "Fragments in a conversation: `followup_max_terms`, `followup_weak_dense` (tuning parts only)",
         f"{questions} tuning questions with a history, each asked after the assistant's own answers to the turns "
         + ("before it, of the index whose adapter did not see it." if args.half_indexes else "before it."),
-        "",
-        "| followup_max_terms | followup_weak_dense | answers changed | key-fact recall (answerable) "
-        "| unanswerable declined |",
-        "|---|---|---|---|---|",
-        *(
-            f"| {terms}{' (off)' if (terms, dense) == OFF else ''} | {dense} "
-            f"| {sum(r.answers[i] != off[i] for i in off)} | {r.recall:.3f} | {r.declined} / {r.unanswerable} |"
-            for (terms, dense), r in results.items()
+        (
+            "followup_max_terms",
+            "followup_weak_dense",
+            "answers changed",
+            "key-fact recall (answerable)",
+            "unanswerable declined",
         ),
-        "",
-        f"Chosen: {chosen} (current settings: {current}).",
-    ]
-    args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"followup_max_terms, followup_weak_dense: {chosen} (current {current}); wrote {args.report}")
+        [
+            (
+                f"{terms}{' (off)' if (terms, dense) == OFF else ''}",
+                dense,
+                sum(r.answers[i] != off[i] for i in off),
+                f"{r.recall:.3f}",
+                f"{r.declined} / {r.unanswerable}",
+            )
+            for (terms, dense), r in results.items()
+        ],
+        chosen,
+        current,
+    )
     return 0
 
 
