@@ -13,9 +13,9 @@ passage says JMX. For each pair, over the tuning questions that have a history, 
 assistant's own answers to the turns before it (`evals.runner.answered_history`): how many answers differ from
 those with the rule off, key-fact recall of the answerable ones, and how many unanswerable ones are declined.
 The pair with the highest recall is chosen; ties go to more declined, then to fewer terms and a lower cosine
-(the rule acting least). With `--half-indexes` each
-question is asked of the index whose embedding adapter did not see it (`evals/held_out_tuning.py`). Test-part
-ids are never read. Prints the choice and writes `evals/reports/tune_leaning.md`.
+(the rule acting least). With `--half-indexes` each question is asked of the index whose embedding adapter did
+not see it (`evals/held_out_tuning.py`). Test-part ids are never read. Prints the choice and writes
+`evals/reports/tune_leaning.md`.
 """
 
 from __future__ import annotations
