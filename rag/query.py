@@ -249,7 +249,11 @@ def line_place(line: str) -> str:
     # A sentence that quotes a command in backticks ("Is it `kafka-get-offsets.sh --topic x --time -1`?")
     # asks about that command: only its words outside the quotes decide whether it is a command line.
     words = _INLINE_CODE.sub(" ", head) if _PROSE_AROUND.search(_INLINE_CODE.sub(" ", head)) else head
-    if _COMMAND_LINE.match(head) or (len(_FLAGS.findall(words)) >= 2 and not _ERROR_CALL.search(head)):
+    flags = list(_FLAGS.finditer(words))
+    # Flags after a sentence's opening words name options in it ("Command must include exactly one action:
+    # --generate, --execute, …", "it errors out, complaining that --delete-config can't be combined with …").
+    opens_as_prose = bool(flags) and bool(_PROSE_AROUND.search(words[: flags[0].start()]))
+    if _COMMAND_LINE.match(head) or (len(flags) >= 2 and not _ERROR_CALL.search(head) and not opens_as_prose):
         return "command"
     if _is_log_line(head) and not quotes_log(head):
         return "error"
@@ -291,10 +295,12 @@ def parse_query(
     context_lines = 0
     pasted_error = False  # a line placed as an error or log line: the user reports a fault
     error_lines: list[str] = []
+    placed: list[tuple[str, str]] = []
     for line, fenced in _lines_and_fences(text):
         place = line_place(line)
         if fenced and place == "question" and _ERROR_WORD.search(line[:MAX_LINE_CHARS]):
             place = "error"  # what a tool printed into the user's code block: "Error: Assignments can only …"
+        placed.append((line[:MAX_LINE_CHARS], place))
         pasted_error = pasted_error or place == "error" or (place == "question" and quotes_log(line))
         if place == "error" and len(error_lines) < MAX_ERROR_LINES:
             error_lines.append(line[:MAX_LINE_CHARS])
@@ -346,6 +352,13 @@ def parse_query(
             messages.append(bare)
     # A command line or stack frame is context for the error it raised: searched only when nothing else is there.
     searched = "\n".join(prose_lines) if prose_lines and context_lines else text
+    if _misused_command(placed):
+        # What the tool printed names one of its options: the command is what went wrong, its tool and the
+        # settings it passes are what the question is about ("zookeeper is not a recognized option").
+        tools = [name for name, place in places.items() if place == "command"]
+        places.update(dict.fromkeys(tools, "error"))
+        if searched != text:
+            searched = "\n".join([searched, *tools])
     reduced = reduce_to_signal(searched, max_chars)
     retrieval_text = reduced.text
     if history:
@@ -612,6 +625,36 @@ def _asking_sentences(text: str) -> list[str]:
 # Matched from a word's start only and without backtracking into it, so a long run of word characters costs
 # linear time.
 _GIVEN_VALUE = re.compile(r"""(?<![\w.-])["']?([\w.-]++)["']?\s*(?:=|:(?=[ \t]))\s*["']?[^\s"',]""")
+
+
+def _misused_command(placed: Sequence[tuple[str, str]]) -> bool:
+    """Whether what a pasted command printed, or an error line, names one of the command's options: a long
+    flag (`--execute option is missing`), an option as joptsimple quotes it (`Missing required argument
+    "[election-type]"`), or, at the start of its message, a flag of the command spelt bare ("zookeeper is not a
+    recognized option" after `kafka-topics.sh --zookeeper …`). A message that names its command's option is
+    about how the command was run, not about the cluster it ran against."""
+    commands = [line for line, place in placed if place == "command"]
+    if not commands:
+        return False
+    flags = {flag.lstrip("-") for line in commands for flag in _LONG_FLAGS.findall(line)}
+    after_command = False
+    for line, place in placed:
+        printed = [line] if place == "error" or (after_command and place == "question") else []
+        if place == "command":
+            printed += _quoted(line)
+        for message in printed:
+            if _NAMED_OPTION.search(message):
+                return True
+            if any(start.lower() in flags for start in _MESSAGE_START.findall(message)):
+                return True
+        after_command = place == "command"
+    return False
+
+
+_LONG_FLAGS = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+_NAMED_OPTION = re.compile(r"(?<![\w-])--[a-z][\w-]*|\"\[[a-z][\w-]*\]\"")
+# The first word of a message: the line's, or the one after a colon ("…Exception: zookeeper is not …").
+_MESSAGE_START = re.compile(r"(?:^|:\s+)([a-z][\w-]*)(?=\s)")
 
 
 def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:

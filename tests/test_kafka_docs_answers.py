@@ -591,6 +591,18 @@ def test_a_command_in_an_answer_is_a_fenced_block(docs, question, tool):
     assert loose == [], f"command lines outside a fence: {loose}\n{shown(answer)}"
 
 
+def test_a_tool_option_the_tool_no_longer_knows_is_answered_by_the_note_that_removed_it(docs):
+    """The tool's output names the option of the pasted command: the command is what went wrong, and the
+    upgrade note on that tool's option answers, not the passages about ZooKeeper the error's words match."""
+    answer = docs.ask(
+        "upgraded to 3.7 and our script fails:\n```\n$ kafka-topics.sh --zookeeper zk1:2181 --list\n"
+        'Exception in thread "main" joptsimple.UnrecognizedOptionException: zookeeper is not a recognized option\n'
+        "```\nwhat do I use now?"
+    )
+    assert "The `--zookeeper` option was removed from the `kafka-topics`" in answer.text, shown(answer)
+    assert "--bootstrap-server" in answer.text, shown(answer)
+
+
 def test_every_answer_cites_verbatim_quotes(docs):
     for question in ("what does kafka error code 121 mean?", "Which SASL mechanisms does Kafka support?"):
         answer = docs.ask(question)

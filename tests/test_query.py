@@ -358,6 +358,10 @@ METADATA_WARN = (
         # a log level named in the user's own sentence, not written where a log line writes it
         ("how do I set the log level to WARN only for the consumer, not the admin client?", "question"),
         ("every stream thread writes this at INFO every couple of minutes:", "question"),
+        # flags after a sentence's opening words are options it names, not a command line
+        ("Command must include exactly one action: --generate, --execute, --verify, --cancel, or --list", "question"),
+        ("it errors out, complaining that --delete-config can't be combined with --bootstrap-server", "question"),
+        ("kafka-topics --create --topic t --partitions 3", "command"),
     ],
 )
 def test_line_place(line, place):
@@ -412,6 +416,33 @@ def test_an_error_a_tool_printed_into_a_code_block_is_an_error_line():
     # unfenced, the same words are the user's own sentence about an error, and a fence alone reports nothing
     assert parse_query("what does 'Error completing leader election' mean?").intent == "fact"
     assert parse_query("how do I list groups?\n```\nValid replica already elected\n```").intent == "fact"
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        'Exception in thread "main" joptsimple.UnrecognizedOptionException: zookeeper is not a recognized option',
+        "zookeeper is not a recognized option",  # the tool's output line, with no error word
+        "WARN: No action will be performed as the --execute option is missing.",  # another option of the tool
+        'Missing required argument "[bootstrap-server]"',  # an option as joptsimple quotes it
+    ],
+)
+def test_a_command_whose_output_names_its_option_is_what_the_question_is_about(printed):
+    """A usage error: the tool and what its command line passes are the subject, searched with the error."""
+    query = parse_query(f"```\n$ kafka-topics.sh --zookeeper zk:2181 --list\n{printed}\n```\nwhat do I use now?")
+    assert ("kafka-topics", "error") in {(i.name, i.place) for i in query.identifiers}
+    assert "kafka-topics" in query.tokens
+
+
+def test_a_command_whose_output_names_no_option_stays_context():
+    """ "Replication factor: 3 larger than available brokers" starts no message with `--replication-factor`'s
+    word, nor `--topic`'s: the error is about the cluster, and the tool is context."""
+    query = parse_query(
+        "$ kafka-topics.sh --create --topic t --replication-factor 3 --bootstrap-server k:9092\n"
+        "Error while executing topic command : Replication factor: 3 larger than available brokers: 1.\nwhy?"
+    )
+    assert ("kafka-topics", "command") in {(i.name, i.place) for i in query.identifiers}
+    assert "kafka-topics" not in query.tokens
 
 
 def test_command_line_is_dropped_from_the_text_when_the_paste_has_an_error_line():
