@@ -206,8 +206,10 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     if not scored:
         return abstain(ranked)
     # A question that names its error ("RecordTooLargeException: …", "CommitFailedException") is not answered
-    # by the rows of other errors: an error table's rows read like any error.
-    if query.error_names:
+    # by the rows of other errors: an error table's rows read like any error. Nor is one that names a setting
+    # or another entry ("ConfigException: Invalid value -1 for configuration segment.bytes"): INVALID_CONFIG and
+    # INVALID_REQUIRED_ACKS share its words, not its subject.
+    if query.error_names or any(_asked_about(u.unit, query) and not _is_error_row(u.unit) for u in scored):
         scored = [u for u in scored if not _other_error(u.unit, query)] or scored
     lead_pool = [u for u in scored if u.candidate_index == 0] or scored
     # The reference entry of the setting or error the question names answers it, whatever else scores

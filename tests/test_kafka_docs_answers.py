@@ -603,6 +603,17 @@ def test_a_tool_option_the_tool_no_longer_knows_is_answered_by_the_note_that_rem
     assert "--bootstrap-server" in answer.text, shown(answer)
 
 
+def test_a_config_error_naming_its_setting_is_not_padded_with_other_errors_rows(docs):
+    """ "Invalid value -1 for configuration segment.bytes" shares its words with INVALID_CONFIG and
+    INVALID_REQUIRED_ACKS, not its subject: the setting's entry answers it, and no protocol error's row."""
+    answer = docs.ask(
+        "org.apache.kafka.common.config.ConfigException: Invalid value -1 for configuration segment.bytes: "
+        "Value must be at least 14"
+    )
+    assert answer.text.startswith("`segment.bytes`"), shown(answer)
+    assert "(Code: " not in answer.text, shown(answer)
+
+
 def test_every_answer_cites_verbatim_quotes(docs):
     for question in ("what does kafka error code 121 mean?", "Which SASL mechanisms does Kafka support?"):
         answer = docs.ask(question)
