@@ -270,6 +270,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         named_higher = _page_named(named_page, ranked.candidates, query) > _page_named(entry, ranked.candidates, query)
         if named_higher and not _told(named_page, query, shape):
             lead = named_page
+    lead_entry = lead if _is_own_entry(lead) else _entry_of(lead, by_place)
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
     layout = query.intent == "troubleshoot"
     # A troubleshooting answer is laid out as cause / what to do / how to check, and each part's units are
@@ -297,6 +298,20 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     seen_terms = {term for u in chosen for term in u.terms}
     question_terms = frozenset(query.tokens)
     pool = [u for u in scored if u is not lead]
+    if lead_entry is not None and lead_entry.unit.kind == "setting":
+        # The same setting's entry on a page the question names less than the lead's, and what continues it,
+        # says what the lead's says with that page's default: the consumer's `request.timeout.ms` beside the
+        # admin client's. A question naming both pages ("the broker's compression.type and the producer's")
+        # asks for both.
+        named_lead_page = _page_named(lead_entry, ranked.candidates, query)
+        pool = [
+            u
+            for u in pool
+            if not (
+                (other := _other_pages_entry(u, lead_entry, by_place)) is not None
+                and _page_named(other, ranked.candidates, query) < named_lead_page
+            )
+        ]
     if query.intent == "fact":  # what an error looks like is no fact: a log excerpt only shows a symptom
         pool = [u for u in pool if not (u.unit.kind == "code" and is_log(u.unit.parts[-1]))]
     # Beside the entry the question names, the other entries of its table are about other settings or
@@ -711,6 +726,18 @@ def _restates(entry: _Scored, units: Sequence[_Scored], min_novelty: float) -> b
     )
 
 
+def _other_pages_entry(unit: _Scored, entry: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
+    """The entry of `entry`'s setting in another passage that `unit` is or continues; None for any other unit."""
+    own = unit if _is_own_entry(unit) else _entry_of(unit, by_place)
+    same = (
+        own is not None
+        and own.candidate_index != entry.candidate_index
+        and own.unit.kind == "setting"
+        and own.unit.subject.lower() == entry.unit.subject.lower()
+    )
+    return own if same else None
+
+
 def _entry_of(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
     """The setting entry `unit` continues; None for the entry itself and for a unit of no entry."""
     continued = unit.entry >= 0 and unit.entry != unit.unit.position
@@ -1068,7 +1095,17 @@ def _page_named(unit: _Scored, candidates: tuple[Candidate, ...], query: Query) 
     """How many of the question's words the headings above `unit`'s entry hold ("Configuration › 3.3 Producer
     Configs" above `compression.type`): the page, or the section of a page, that lists the entry."""
     above = candidates[unit.candidate_index].passage.section_path[:-1]
-    return len(set(tokenize(" ".join(above))) & set(query.tokens))
+    return len(set(tokenize(" ".join(above))) & _words_of(query.text))
+
+
+@functools.lru_cache(maxsize=64)
+def _words_of(text: str) -> frozenset[str]:
+    """The tokens of `text` and of the words its CamelCase names join: `AdminClient.listTopics` names the admin
+    client ("3.7 Admin Configs"), `KafkaProducer` the producer."""
+    return frozenset(tokenize(text)) | frozenset(tokenize(_CAMEL_JOIN.sub(" ", text)))
+
+
+_CAMEL_JOIN = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 def _is_own_entry(unit: _Scored) -> bool:

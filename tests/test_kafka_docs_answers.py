@@ -614,6 +614,24 @@ def test_a_config_error_naming_its_setting_is_not_padded_with_other_errors_rows(
     assert "(Code: " not in answer.text, shown(answer)
 
 
+@pytest.mark.parametrize(
+    ("question", "entries", "default"),
+    [
+        ("how do i turn on gzip compression on a producer", 1, "Default: none"),
+        ("what is the default request.timeout.ms of the AdminClient?", 1, "Default: 30000"),
+        ("what's the difference between the broker's compression.type and the producer's compression.type?", 2, ""),
+    ],
+    ids=["producer-page", "camel-case-page", "both-pages"],
+)
+def test_a_setting_on_several_pages_is_answered_from_the_page_the_question_names(docs, question, entries, default):
+    """The same setting's entry on a page the question names less (the topic's `compression.type`, the
+    consumer's `request.timeout.ms`, with their defaults) is left out; a question naming both pages gets both."""
+    answer = docs.ask(question)
+    subject = "compression.type" if "compression" in question else "request.timeout.ms"
+    assert answer.text.count(f"`{subject}`: ") == entries, shown(answer)
+    assert default in answer.text.split("\n\n")[0], shown(answer)
+
+
 def test_every_answer_cites_verbatim_quotes(docs):
     for question in ("what does kafka error code 121 mean?", "Which SASL mechanisms does Kafka support?"):
         answer = docs.ask(question)
