@@ -16,6 +16,7 @@ same index and question.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -266,11 +267,10 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
             and _is_own_entry(u)
             and u.unit.subject.lower() == entry.unit.subject.lower()
         ]
-        named_page = max(namesakes, key=lambda u: _page_named(u, ranked.candidates, query))
-        named_higher = _page_named(named_page, ranked.candidates, query) > _page_named(entry, ranked.candidates, query)
-        if named_higher and not _told(named_page, query, shape):
+        page_named = _pages_named([entry, *namesakes], ranked.candidates, query)
+        named_page = max(namesakes, key=lambda u: page_named[id(u)])
+        if page_named[id(named_page)] > page_named[id(entry)] and not _told(named_page, query, shape):
             lead = named_page
-    lead_entry = lead if _is_own_entry(lead) else _entry_of(lead, by_place)
     limit = shape.max_units_troubleshoot if query.intent != "fact" else shape.max_units_fact
     layout = query.intent == "troubleshoot"
     # A troubleshooting answer is laid out as cause / what to do / how to check, and each part's units are
@@ -298,20 +298,6 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     seen_terms = {term for u in chosen for term in u.terms}
     question_terms = frozenset(query.tokens)
     pool = [u for u in scored if u is not lead]
-    if lead_entry is not None and lead_entry.unit.kind == "setting":
-        # The same setting's entry on a page the question names less than the lead's, and what continues it,
-        # says what the lead's says with that page's default: the consumer's `request.timeout.ms` beside the
-        # admin client's. A question naming both pages ("the broker's compression.type and the producer's")
-        # asks for both.
-        named_lead_page = _page_named(lead_entry, ranked.candidates, query)
-        pool = [
-            u
-            for u in pool
-            if not (
-                (other := _other_pages_entry(u, lead_entry, by_place)) is not None
-                and _page_named(other, ranked.candidates, query) < named_lead_page
-            )
-        ]
     if query.intent == "fact":  # what an error looks like is no fact: a log excerpt only shows a symptom
         pool = [u for u in pool if not (u.unit.kind == "code" and is_log(u.unit.parts[-1]))]
     # Beside the entry the question names, the other entries of its table are about other settings or
@@ -1091,11 +1077,18 @@ def _spelt_in(subject: str, text: str) -> bool:
     return re.search(rf"(?<![\w./-]){re.escape(subject.lower())}(?![\w-]|\.\w)", text.lower()) is not None
 
 
-def _page_named(unit: _Scored, candidates: tuple[Candidate, ...], query: Query) -> int:
-    """How many of the question's words the headings above `unit`'s entry hold ("Configuration › 3.3 Producer
-    Configs" above `compression.type`): the page, or the section of a page, that lists the entry."""
-    above = candidates[unit.candidate_index].passage.section_path[:-1]
-    return len(set(tokenize(" ".join(above))) & _words_of(query.text))
+def _pages_named(entries: Sequence[_Scored], candidates: tuple[Candidate, ...], query: Query) -> dict[int, int]:
+    """How many of the question's words that tell the pages apart the headings above each entry hold (by `id`):
+    the page, or section of a page, that lists it ("Configuration › 3.3 Producer Configs" above
+    `compression.type`). A word of the question that several of these headings hold names none of them:
+    "KafkaConsumer" does not name the page headed "Kafka Streams Configs" when "Kafka Connect Configs" is
+    another."""
+    words = _words_of(query.text)
+    held = {
+        id(u): set(tokenize(" ".join(candidates[u.candidate_index].passage.section_path[:-1]))) & words for u in entries
+    }
+    holders = collections.Counter(word for found in held.values() for word in found)
+    return {key: sum(holders[word] == 1 for word in found) for key, found in held.items()}
 
 
 @functools.lru_cache(maxsize=64)

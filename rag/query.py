@@ -71,6 +71,7 @@ _COMMAND_LINE = re.compile(
     r"^\s*(?:[$>#%]\s+|(?:\./|bin/|/\S+/)?[\w.-]+\.(?:sh|bat|cmd)\b|(?:sudo\s+)?(?:curl|docker|kubectl|java)\s)"
 )
 _FLAGS = re.compile(r"(?:^|\s)--?[a-z][\w-]*")
+_PROGRAM_BEFORE = re.compile(r"(?:[\w.-]+\.(?:sh|bat|cmd)|\b[a-z]+(?:-[a-z]+)+)\s*$")  # `kafka-topics.sh`, `kafka-acls`
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 _PROSE_AROUND = re.compile(r"\b[A-Za-z]{2,}\b(?:\W+\b[A-Za-z]{2,}\b){3}")  # four words in a row
 # The value a command line gives a flag: `--group billing`, `--topic=invoices`.
@@ -251,8 +252,11 @@ def line_place(line: str) -> str:
     words = _INLINE_CODE.sub(" ", head) if _PROSE_AROUND.search(_INLINE_CODE.sub(" ", head)) else head
     flags = list(_FLAGS.finditer(words))
     # Flags after a sentence's opening words name options in it ("Command must include exactly one action:
-    # --generate, --execute, …", "it errors out, complaining that --delete-config can't be combined with …").
-    opens_as_prose = bool(flags) and bool(_PROSE_AROUND.search(words[: flags[0].start()]))
+    # --generate, --execute, …", "it errors out, complaining that --delete-config can't be combined with …"),
+    # unless a program comes right before them: the sentence runs a command ("… but kafka-topics.sh --create
+    # and kafka-acls --add hung").
+    before = words[: flags[0].start()] if flags else ""
+    opens_as_prose = bool(_PROSE_AROUND.search(before)) and not _PROGRAM_BEFORE.search(before)
     if _COMMAND_LINE.match(head) or (len(flags) >= 2 and not _ERROR_CALL.search(head) and not opens_as_prose):
         return "command"
     if _is_log_line(head) and not quotes_log(head):

@@ -362,6 +362,7 @@ METADATA_WARN = (
         ("Command must include exactly one action: --generate, --execute, --verify, --cancel, or --list", "question"),
         ("it errors out, complaining that --delete-config can't be combined with --bootstrap-server", "question"),
         ("kafka-topics --create --topic t --partitions 3", "command"),
+        ("zk lost quorum for 15 minutes and kafka-topics.sh --create and kafka-acls --add hung. expected?", "command"),
     ],
 )
 def test_line_place(line, place):
