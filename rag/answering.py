@@ -712,18 +712,6 @@ def _restates(entry: _Scored, units: Sequence[_Scored], min_novelty: float) -> b
     )
 
 
-def _other_pages_entry(unit: _Scored, entry: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
-    """The entry of `entry`'s setting in another passage that `unit` is or continues; None for any other unit."""
-    own = unit if _is_own_entry(unit) else _entry_of(unit, by_place)
-    same = (
-        own is not None
-        and own.candidate_index != entry.candidate_index
-        and own.unit.kind == "setting"
-        and own.unit.subject.lower() == entry.unit.subject.lower()
-    )
-    return own if same else None
-
-
 def _entry_of(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
     """The setting entry `unit` continues; None for the entry itself and for a unit of no entry."""
     continued = unit.entry >= 0 and unit.entry != unit.unit.position

@@ -359,10 +359,10 @@ def parse_query(
     if _misused_command(placed):
         # What the tool printed names one of its options: the command is what went wrong, its tool and the
         # settings it passes are what the question is about ("zookeeper is not a recognized option").
-        tools = [name for name, place in places.items() if place == "command"]
-        places.update(dict.fromkeys(tools, "error"))
+        command_names = [name for name, place in places.items() if place == "command"]
+        places.update(dict.fromkeys(command_names, "error"))
         if searched != text:
-            searched = "\n".join([searched, *tools])
+            searched = "\n".join([searched, *command_names])
     reduced = reduce_to_signal(searched, max_chars)
     retrieval_text = reduced.text
     if history:
