@@ -226,6 +226,9 @@ class Query:
     read_as: tuple[tuple[str, str], ...] = ()
     # Asked in a conversation and searched with its subject (`is_followup`, or `parse_query`'s `leaning`).
     followup: bool = False
+    # The fields a pasted output labels (`producerId: 9003`, `"state": "RUNNING"`) that the user's own sentences do
+    # not name, as tokens: what the tool printed around what the user asks about, context as a command line is.
+    pasted_fields: frozenset[str] = frozenset()
 
     @property
     def focus_identifiers(self) -> frozenset[str]:
@@ -411,6 +414,7 @@ def parse_query(
         told=_last_answer_words(history) if followup else "",
         asking_tokens=() if followup else _asking_tokens(text, error_lines),
         followup=followup,
+        pasted_fields=pasted_fields(text),
     )
 
 
@@ -552,8 +556,59 @@ def asked_names(text: str) -> tuple[str, ...]:
     asking = "\n".join(_asking_sentences(text))
     names, openers = _names(asking)
     names += [code for code in _CODE_NAME.findall(asking) if not extract_identifiers(code)]
+    programs, fields = _pasted_commands(text)
+    names = [program for name in names for program in fields.get(name, (name,))]
+    # A program the user asks about by name ("why does kcat say …?"), but one an identifier pattern spells
+    # (`kafka-topics.sh`: among the identifiers).
+    names += [p for p in programs if _mentions(asking, p) and not extract_identifiers(p)]
     owned = frozenset().union(*map(_owned_names, _own_sentences(text)))
     return tuple(name for name in dict.fromkeys(names + openers) if name not in owned)
+
+
+@functools.lru_cache(maxsize=4)
+def _pasted_commands(text: str) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """The programs of the command lines the user pastes (`kcat` of `$ kcat -b … -L`), each once, and for each
+    field a pasted output labels (`isControl: true`, `"state": "FAILED"`) the program of the command line above
+    it, or none when no command line printed it. A field of a tool's output is that tool's subject: whether the
+    docs cover it is whether they cover the tool, whatever the field's spelling (`kafka-dump-log.sh` prints
+    `isControl`, the docs write `isControlBatch`). Cached: a question reads them for its asked names and its
+    pasted fields. Read only, never changed."""
+    programs: dict[str, None] = {}
+    fields: dict[str, tuple[str, ...]] = {}
+    program = ""
+    for line, fenced in _lines_and_fences(text):
+        place = line_place(line)
+        if place == "command":
+            program = _program(line)
+            programs.setdefault(program)
+        elif fenced or place != "question":
+            for field in _FIELD_LABEL.findall(line[:MAX_LINE_CHARS]):
+                fields.setdefault(field, (program,) if program else ())
+    return tuple(p for p in programs if p), fields
+
+
+def pasted_fields(text: str) -> frozenset[str]:
+    """`Query.pasted_fields`: the tokens of the fields a pasted output labels that the user's own sentences do
+    not name."""
+    own = "\n".join(_own_sentences(text))
+    return frozenset(
+        token for field in _pasted_commands(text)[1] if not _mentions(own, field) for token in tokenize(field)[:1]
+    )
+
+
+def _program(command_line: str) -> str:
+    match = _PROGRAM.match(command_line)
+    return match.group(1) if match else ""
+
+
+def _mentions(text: str, word: str) -> bool:
+    return bool(re.search(rf"(?<![\w.-]){re.escape(word)}(?![\w-])", text, re.IGNORECASE))
+
+
+# A command line's program: its first word after the prompt and `sudo`, without its directory.
+_PROGRAM = re.compile(r"\s*(?:[$>#%]\s+)?(?:sudo\s+)?(?:[\w.~-]*/)*([A-Za-z][\w.-]*)")
+# A field an output labels: the name before its `:` or `=`, quoted or not (`isControl: true`, `"state": …`).
+_FIELD_LABEL = re.compile(r"(?<![\w.-])[\"']?([A-Za-z][\w-]*)[\"']?\s*[:=](?![:=/])")
 
 
 # A name written as code in backticks: a field, option or member of some API (`max_ack_pending`,

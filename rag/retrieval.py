@@ -224,7 +224,11 @@ class Retriever:
         names = self._carried_names(query)
         if names:  # `UnderMinIsrPartitionCount`, `KafkaStreams`: what the question is about, as its keys are
             query = dataclasses.replace(
-                query, identifiers=query.identifiers + tuple(QueryIdentifier(name, "question") for name in names)
+                query,
+                identifiers=query.identifiers
+                + tuple(
+                    QueryIdentifier(name, "command" if name in query.pasted_fields else "question") for name in names
+                ),
             )
         query_vector = self._queries.encode(query.text)
         timings["embed_query"] = elapsed_ms(started)

@@ -655,3 +655,39 @@ def test_a_usage_listing_cut_over_chunks_is_quoted_as_code_not_as_fragments(kafk
         assert len(row["unit_vectors"]) == len(units)  # embedded at ingest as the answerer builds them
     assert "code" in firsts  # the chunks cut from the middle of the listing
     assert set(firsts) != {"code"}  # and the one that begins at its closing fence: prose after it
+
+
+KCAT_PASTE = (
+    "```\n$ kcat -b kafka-1:9092 -C -t payments -o beginning -e\n"
+    "% Reached end of topic payments [2] at offset 5531: exiting\n```\n"
+)
+DUMP_LOG_PASTE = (
+    "```\n$ bin/kafka-dump-log.sh --files /var/kafka/orders-0/00000000000000000000.log --print-data-log\n"
+    "baseOffset: 0 lastOffset: 9 count: 10 baseSequence: 0 lastSequence: 9 producerId: 17 producerEpoch: 0 "
+    "partitionLeaderEpoch: 0 isTransactional: false isControl: false position: 0 CreateTime: 1717405521000 "
+    "size: 512 magic: 2 compresscodec: none crc: 2338710941 isvalid: true\n```\n"
+)
+
+
+def test_a_tool_the_docs_never_name_asked_about_by_its_pasted_command_is_declined(docs):
+    """kcat is no Kafka tool and the docs never name it: asked why it did what its pasted command printed, the
+    honest answer is 'not covered', not Kafka's own consumer docs."""
+    answer = docs.ask(KCAT_PASTE + "why does kcat exit there instead of waiting for new messages?")
+    assert answer.abstained, shown(answer)
+
+
+def test_a_field_of_a_documented_tools_output_is_answered_from_the_format_it_prints(docs):
+    """The dump tool prints the record batch's fields; the one the user asks about (`partitionLeaderEpoch`)
+    names the format, and the others it printed (`producerId`) are context, so the protocol error row that
+    mentions a producerId does not lead."""
+    answer = docs.ask(DUMP_LOG_PASTE + "what does partitionLeaderEpoch mean in this output?")
+    assert not answer.abstained, shown(answer)
+    assert answer.citations[0].passage.heading.endswith("5.3.1 Record Batch"), shown(answer)
+    assert "UNKNOWN_PRODUCER_ID" not in answer.text, shown(answer)
+
+
+def test_a_field_the_docs_spell_otherwise_does_not_make_a_documented_tools_output_uncovered(docs):
+    """The dump tool prints `isControl`; the docs write `isControlBatch`. The field is the tool's, and the docs
+    cover the tool: asked about, it is answered, not declined as a name the docs lack."""
+    answer = docs.ask(DUMP_LOG_PASTE + "what's the isControl flag on these batches for?")
+    assert not answer.abstained, shown(answer)

@@ -376,6 +376,38 @@ def test_names_written_as_code_in_the_asking_sentence_are_asked_names():
     assert "retention.ms" in query.asked
 
 
+TOOL_OUTPUT = (
+    "```\n$ ./rpk topic describe orders -p\nPARTITION  LEADER  EPOCH  REPLICAS\n0          1       4      [1 2 3]\n"
+    "leaderEpoch: 4 highWatermark: 1200 logStartOffset: 0\n```\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("asking", "asked"),
+    [
+        ("why does rpk show epoch 4 there?", {"rpk"}),  # the program the asking sentence names
+        ("what does this output mean?", set()),  # the program, but not named: the paste is context
+        ("what's the leaderEpoch field?", {"rpk"}),  # a field its output labels: the program that printed it
+    ],
+    ids=["program-named", "program-unnamed", "field"],
+)
+def test_a_pasted_commands_program_and_its_output_fields_are_asked_names_as_the_program(asking, asked):
+    """Whether the docs cover a tool's output is whether they cover the tool, whatever the output's fields
+    are called (the dump tool prints `isControl`, the docs write `isControlBatch`)."""
+    assert set(parse_query(TOOL_OUTPUT + asking).asked_names) == asked
+
+
+def test_a_field_of_pasted_output_is_context_unless_the_users_own_words_name_it():
+    query = parse_query(TOOL_OUTPUT + "what's the leaderEpoch field?")
+    assert {"highwatermark", "logstartoffset"} <= query.pasted_fields
+    assert "leaderepoch" not in query.pasted_fields
+    assert not parse_query("highWatermark: 1200\nwhy is it stuck?").pasted_fields  # not pasted: the user's line
+
+
+def test_a_programs_field_with_no_command_above_it_is_no_asked_name():
+    assert parse_query("```\nleaderEpoch: 4\n```\nwhat's the leaderEpoch?").asked_names == ()
+
+
 def test_a_sentence_naming_a_log_level_is_the_users_own_and_asks():
     """It was read as a log line, so the question had no asking sentence: no label, no names asked about."""
     query = parse_query("kafkajs: how do i plug our logger in via `logCreator` and set the log level to WARN only?")
