@@ -376,7 +376,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     shown = _with_what_lead_ins_introduce(chosen, by_place, budget)
     after_lead = tuple(_place(u) for u in sources)
     draft, shown = _within(ranked.candidates, shown, layout, shape.max_chars, after_lead)
-    return _with_related_settings(draft, ranked.candidates, shown, layout, after_lead, scored, shape)
+    return _with_related_settings(draft, ranked, shown, layout, after_lead, scored, shape)
 
 
 def _told(unit: _Scored, query: Query, shape: AnswerShape) -> bool:
@@ -579,30 +579,39 @@ def _within(
 
 def _with_related_settings(
     draft: Draft,
-    candidates: tuple[Candidate, ...],
+    ranked: Ranked,
     shown: list[_Scored],
     layout: bool,
     after_lead: tuple[tuple[int, int], ...],
     scored: list[_Scored],
     shape: AnswerShape,
 ) -> Draft:
-    """The answer, closed by a line naming the setting entries among the first `shape.related_depth`
-    passages that it does not show and that score as a unit must to be shown, each with its default: the
-    knobs near the answer, for a question whose setting the lead passage only describes ("what decides when a
-    follower drops out of the ISR?" is answered from the replication design, which names
-    `replica.lag.time.max.ms` and not its default, while the setting's entry ranks next). Up to
-    `shape.related_max`, as many as keep the answer within `shape.related_max_chars` (and `max_chars`): the
-    units shown keep their place, and a long answer stays as it is. Not a setting of one plain word that the
+    """The answer, closed by a line naming setting entries it does not show, each with its default: first the
+    settings the answer names ("If this value is larger than the `transaction.max.timeout.ms` setting in the
+    broker, …" leaves the user asking what that one is set to), from the passages or their references
+    (`Ranked.references`), as many as keep the answer within `max_chars`; then the knobs near the answer, among
+    the first `shape.related_depth` passages, that score as a unit must to be shown, for a question whose
+    setting the lead passage only describes ("what decides when a follower drops out of the ISR?" is answered
+    from the replication design, which names `replica.lag.time.max.ms` and not its default, while the setting's
+    entry ranks next), as many as keep it within `shape.related_max_chars`. Up to `shape.related_max` in all;
+    the units shown keep their place, and a long answer stays as it is. Not a setting of one plain word that the
     answer uses as a word (`field`, `topics`): the answer does not name it."""
+    candidates = ranked.candidates + ranked.references
+    entries = [u for u in scored if u.unit.kind == "setting" and _is_own_entry(u)]
+    entries += _reference_entries(ranked.references, len(ranked.candidates))
+    named = _named_settings(draft.text, entries, shown)
+    near = [
+        u
+        for u in entries
+        if u.candidate_index < shape.related_depth
+        and u.score >= shown[0].score - shape.relative_cutoff
+        and u.unit.subject.lower() not in {n.unit.subject.lower() for n in named}
+    ]
     related: list[_Scored] = []
-    for unit in scored:  # in passage order, each passage's units in its own
+    for unit in [*named, *near]:
         subject = unit.unit.subject
         if (
             len(related) < shape.related_max
-            and unit.candidate_index < shape.related_depth
-            and unit.score >= shown[0].score - shape.relative_cutoff
-            and unit.unit.kind == "setting"
-            and _is_own_entry(unit)
             and subject
             and " " not in subject
             and not any(u.unit.kind == "setting" and u.unit.subject.lower() == subject.lower() for u in shown)
@@ -610,11 +619,45 @@ def _with_related_settings(
             and all(subject.lower() != u.unit.subject.lower() for u in related)
         ):
             related.append(unit)
-    for count in range(len(related), 0, -1):
-        fuller = _render(candidates, shown, layout, after_lead, related[:count])
-        if len(fuller.text) <= min(shape.max_chars, shape.related_max_chars):
-            return fuller
+    near_ids = {id(u) for u in near}
+    mentioned: list[_Scored] = []
+    for unit in related:  # each in its turn, as long as the answer stays within the limit of all mentioned
+        fuller = _render(candidates, shown, layout, after_lead, [*mentioned, unit])
+        limit = shape.related_max_chars if near_ids & {id(u) for u in [*mentioned, unit]} else shape.max_chars
+        if len(fuller.text) <= min(shape.max_chars, limit):
+            mentioned.append(unit)
+            draft = fuller
     return draft
+
+
+def _reference_entries(references: Sequence[Candidate], offset: int) -> list[_Scored]:
+    """The setting entries of `references`, unscored, indexed after the ranked candidates (`offset`)."""
+    entries = []
+    for index, candidate in enumerate(references, offset):
+        heading = candidate.passage.section_path[-1] if candidate.passage.section_path else ""
+        units = _units_of(candidate.passage.text, heading, candidate.continues_code)
+        position = _entry_position(units, heading)
+        if 0 <= position < len(units) and units[position].kind == "setting":
+            unit = units[position]
+            entries.append(_Scored(index, unit, np.zeros(0), 0.0, frozenset(), "cause", position, 0))
+    return entries
+
+
+def _named_settings(text: str, entries: Sequence[_Scored], shown: Sequence[_Scored]) -> list[_Scored]:
+    """The entries of the settings `text` names, in the order it names them, each once: of one setting's entries
+    on several pages, the one among the answer's own passages, or else the one every page agrees with on the
+    default (the broker's and the producer's `compression.type` differ: neither is named)."""
+    quoted = {u.candidate_index for u in shown}
+    found = []
+    lowered = text.lower()
+    for name in sorted(extract_identifiers(text), key=lowered.find):
+        same = [u for u in entries if u.unit.subject.lower() == name]
+        own = [u for u in same if u.candidate_index in quoted]
+        if own:
+            found.append(own[0])
+        elif same and len({setting_default(u.unit) for u in same}) == 1:
+            found.append(same[0])
+    return found
 
 
 def _with_their_entries(

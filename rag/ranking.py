@@ -202,6 +202,9 @@ class Ranked:
     pool: CandidatePool
     candidates: tuple[Candidate, ...]
     scores: tuple[float, ...]
+    # The reference entries of the names the candidates use that none of them is the entry of
+    # (`Retriever.named_entries`): what the answer may name with its default, unranked.
+    references: tuple[Candidate, ...] = ()
 
 
 def rank(pool: CandidatePool, k: int, max_per_section: int, model: LinearModel) -> Ranked:

@@ -14,7 +14,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +60,9 @@ BM25_B = 0.75
 ERROR_ROW_READS = 64  # chunks carrying an error-like name read for one that defines it as an error
 PHRASE_ROWS_READ = 64  # chunks holding two neighbouring words of a name read for the two written together
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
+NAMED_ENTRIES = 8  # reference entries read for the names the answer's passages use (`Retriever.named_entries`)
+ENTRIES_PER_NAME = 3  # ... of one name: its pages (the broker's, the topic's and the producer's `compression.type`)
+ENTRY_READS = 16  # chunks defining one name read for its entries
 MAX_RESPELT_KEYS = 64  # of a question's identifiers, those looked up as a misspelt key (~0.4 ms each)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 _PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w.\-/@$`'\"&=])")  # a lower-case word standing alone
@@ -172,6 +175,7 @@ class Retriever:
         chunks = index.chunks
         self._size = len(chunks)
         self._identifier_lookup = _IdentifierLookup(chunks.column("identifiers"))
+        self._definitions = _IdentifierLookup(chunks.column("defined"))
         # The heading field (title + section path): document frequencies and mean length, from each distinct heading.
         headings = pc.value_counts(pc.binary_join(chunks.column("section_path"), " ")).to_pylist()
         self._heading_df: Counter[str] = Counter()
@@ -486,6 +490,40 @@ class Retriever:
             for c in candidates
         )
 
+    def named_entries(self, candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
+        """The reference entries (a section of its own name: a setting's) of the names the `candidates` use that
+        none of them is the entry of, in the candidates' order: "If this value is larger than the
+        `transaction.max.timeout.ms` setting in the broker, …" names a setting whose default the user asks next.
+        At most `NAMED_ENTRIES` names, `ENTRIES_PER_NAME` entries each."""
+        shown = {c.passage.section_path[-1].lower() for c in candidates if c.passage.section_path}
+        names = [i for c in candidates for i in c.passage.identifiers if i not in shown]
+        rows: list[int] = []
+        named = 0
+        for name in dict.fromkeys(names):
+            if named == NAMED_ENTRIES:
+                break
+            defining = sorted(set(self._definitions.rows(name).tolist()[:ENTRY_READS]) - set(rows))
+            entries = [row for row, record in self._records(defining).items() if _is_entry_of(record, name)]
+            rows += entries[:ENTRIES_PER_NAME]
+            named += bool(entries)
+        return tuple(self._reference(row) for row in rows)
+
+    def _reference(self, row: int) -> Candidate:
+        """The chunk at `row` as a candidate no stage ranked: a reference the answer may name."""
+        record = self._record(row)
+        return Candidate(
+            passage=_passage(record, 0.0),
+            features=(0.0,) * len(RANK_FEATURES),
+            first_stage=0.0,
+            dense=0.0,
+            unit_scores=np.zeros(0, np.float32),
+            unit_vectors=self.index.unit_vectors(row),
+            matched_terms=frozenset(),
+            identifiers=(),
+            row=row,
+            continues_code=record["continues_code"],
+        )
+
     def _earlier_in_section(self, row: int, passage: Passage) -> Iterator[dict]:
         """The chunks before `row` in the same section, nearest first, at most `LOOKBACK_CHUNKS`."""
         for previous in range(row - 1, max(row - 1 - LOOKBACK_CHUNKS, -1), -1):
@@ -789,6 +827,11 @@ class Retriever:
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)
+
+
+def _is_entry_of(record: dict, name: str) -> bool:
+    """The chunk is `name`'s own entry: the section it opens bears that name."""
+    return bool(record["section_path"]) and record["section_path"][-1].lower() == name
 
 
 def _inverse_frequency(chunks: int, carriers: int) -> float:

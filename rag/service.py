@@ -385,7 +385,11 @@ class Assistant:
         timings.update(pool.timings_ms)
         started = time.perf_counter()
         ranked = rank(pool, k, self.settings.max_per_section, self._ranker)
-        ranked = dataclasses.replace(ranked, candidates=retriever.with_earlier_context(ranked.candidates))
+        ranked = dataclasses.replace(
+            ranked,
+            candidates=retriever.with_earlier_context(ranked.candidates),
+            references=retriever.named_entries(ranked.candidates),
+        )
         timings["rank"] = elapsed_ms(started)
         return ranked
 

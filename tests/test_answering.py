@@ -1192,6 +1192,59 @@ def test_a_setting_the_answer_names_without_its_entry_is_related_with_its_defaul
     assert draft.text.endswith("Related settings: `replica.lag.time.max.ms` (default 30000) [2]"), draft.text
 
 
+TIMEOUT_DESIGN = (
+    "The transaction coordinator aborts a transaction that stays open too long. "
+    "If this value is larger than the `transaction.max.timeout.ms` setting in the broker, the request fails."
+)
+
+
+def _timeout_answer(*references, **overrides):
+    """An answer whose second sentence names a setting no ranked passage is the entry of; `references` are the
+    chunks the retriever read for the names the passages use (`Ranked.references`)."""
+    axes = _Axes()
+    design = candidate(axes, "design", TIMEOUT_DESIGN, [0.9, 0.8])
+    of_question = ranked([design], "what is the broker's ceiling for a transaction timeout?")
+    draft = extract_answer(
+        dataclasses.replace(of_question, references=references),
+        shape(max_units_fact=2, related_max=3, relative_cutoff=0.4, **overrides),
+    )
+    _check(draft)
+    return draft
+
+
+def _entry(axes: _Axes, name: str, default: str, heading: str, source: str = ""):
+    return candidate(axes, name, _retention_entry("milliseconds", default), [0.0], heading=heading, source=source)
+
+
+def test_a_setting_the_answer_names_is_related_with_its_default_from_the_entry_the_retriever_read():
+    axes = _Axes()
+    draft = _timeout_answer(_entry(axes, "max", "900000", "transaction.max.timeout.ms"))
+    assert draft.text.endswith("Related settings: `transaction.max.timeout.ms` (default 900000) [2]"), draft.text
+    assert draft.citations[1].passage.section_path[-1] == "transaction.max.timeout.ms"  # cited to its entry
+    assert "Default: | 900000" in draft.citations[1].quotes[-1]
+
+
+def test_a_named_setting_whose_pages_disagree_on_the_default_is_not_related():
+    """The broker's and the producer's entries of one name may differ: the answer cannot tell which it means."""
+    axes = _Axes()
+    broker = _entry(axes, "broker", "900000", "transaction.max.timeout.ms", source="broker.html")
+    other = _entry(axes, "other", "60000", "transaction.max.timeout.ms", source="other.html")
+    assert "Related settings" not in _timeout_answer(broker, other).text
+    agree = _entry(axes, "agree", "900000", "transaction.max.timeout.ms", source="agree.html")
+    assert "(default 900000)" in _timeout_answer(broker, agree).text
+
+
+def test_a_setting_the_answer_names_may_run_it_to_its_length_limit_but_no_further():
+    axes = _Axes()
+    reference = _entry(axes, "max", "900000", "transaction.max.timeout.ms")
+    bare = len(_timeout_answer().text)
+    mention = len("\n\nRelated settings: `transaction.max.timeout.ms` (default 900000) [2]")
+    # `related_max_chars` bounds the knobs near the answer, not the settings it names
+    named = _timeout_answer(reference, related_max_chars=bare, max_chars=bare + mention)
+    assert named.text.endswith("(default 900000) [2]"), named.text
+    assert "Related settings" not in _timeout_answer(reference, max_chars=bare + mention - 1).text
+
+
 def test_a_setting_of_one_plain_word_the_answer_uses_as_a_word_is_not_related():
     axes = _Axes()
     design = candidate(axes, "design", "MirrorMaker replicates topics and consumer groups between clusters.", [0.9])

@@ -371,7 +371,7 @@ def test_an_answer_closes_with_the_settings_it_does_not_name_cited_to_their_entr
         entry = cited[int(marker)]
         assert entry.section_path[-1] == key, shown(answer)  # cited to the setting's own entry
         assert not default or f"Default: | {default}" in entry.text, shown(answer)  # its default, as the entry says
-        assert f"`{key}`" not in body, shown(answer)  # not a setting the answer names already
+        assert f"`{key}`:" not in body, shown(answer)  # not a setting whose entry the answer shows
 
 
 def test_a_question_that_asks_two_things_is_answered_on_both(docs):
@@ -691,3 +691,20 @@ def test_a_field_the_docs_spell_otherwise_does_not_make_a_documented_tools_outpu
     cover the tool: asked about, it is answered, not declined as a name the docs lack."""
     answer = docs.ask(DUMP_LOG_PASTE + "what's the isControl flag on these batches for?")
     assert not answer.abstained, shown(answer)
+
+
+def test_a_setting_the_answer_names_is_related_from_its_entry_though_no_ranked_passage_is_it(docs):
+    """The log cleaner's design section names `log.cleaner.max.compaction.lag.ms`, whose entry ranks below the
+    answer's passages: the retriever reads it for the name (`Retriever.named_entries`), and the answer closes with
+    its default, cited to it."""
+    question = "how does the log cleaner decide when a compacted partition is dirty enough to clean?"
+    answer = docs.ask(question)
+    ranked = {p.chunk_id for p in docs.search(question, k=5).passages}
+    body, _, line = answer.text.partition("\nRelated settings: ")
+    mentions = {key: (default, int(marker)) for key, _, default, marker in RELATED_MENTION.findall(line)}
+    key = "log.cleaner.max.compaction.lag.ms"
+    assert key in mentions and key in body, shown(answer)
+    default, marker = mentions[key]
+    entry = next(c.passage for c in answer.citations if c.marker == marker)
+    assert entry.section_path[-1] == key, shown(answer)
+    assert entry.chunk_id not in ranked and f"Default: | {default}" in entry.text, shown(answer)
