@@ -545,7 +545,7 @@ def asked_identifiers(text: str) -> frozenset[str]:
     """The identifiers the user's asking sentences name (`_asking_sentences`), other than as a setting given a
     value (`_GIVEN_VALUE`): "should I raise fetch.min.bytes or fetch.max.wait.ms?" asks about both, where
     "(retention.ms=604800000)" in a sentence before it says what the user has set."""
-    return frozenset(extract_identifiers(_GIVEN_VALUE.sub(" ", " ".join(_asking_sentences(text)))))
+    return frozenset(extract_identifiers(_GIVEN_VALUE.sub(" ", _unquoted(" ".join(_asking_sentences(text))))))
 
 
 def asked_names(text: str) -> tuple[str, ...]:
@@ -553,7 +553,7 @@ def asked_names(text: str) -> tuple[str, ...]:
     counts those only when the corpus never uses them, as it does for `Query.opening_names`). A name the user
     calls theirs anywhere in their own words is their stack, not what they ask about: "Which producer metrics
     in our Datadog feed …?", "… on these RHEL boxes?" (against "in a custom MSK configuration")."""
-    asking = "\n".join(_asking_sentences(text))
+    asking = _unquoted("\n".join(_asking_sentences(text)))
     names, openers = _names(asking)
     names += [code for code in _CODE_NAME.findall(asking) if not extract_identifiers(code)]
     programs, fields = _pasted_commands(text)
@@ -566,6 +566,19 @@ def asked_names(text: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=4)
+def _unquoted(text: str) -> str:
+    """`text` without the messages it quotes in quotation marks (`_QUOTED_MESSAGE`, of `MIN_MESSAGE_WORDS` words or
+    more): what "Fetch position FetchPosition{offset=1234, …} is out of range" names is the log's, not what the
+    user asks about by name, as a pasted error line's names are not. A command quoted as code (`kafka-log-dirs.sh
+    --describe …`) is what they ask about."""
+
+    def message(match: re.Match[str]) -> str:
+        quoted = not match.group(0).startswith("`") and len(_WORDS.findall(match.group(0))) >= MIN_MESSAGE_WORDS
+        return " · " if quoted else match.group(0)
+
+    return _QUOTED_MESSAGE.sub(message, text)
+
+
 def _pasted_commands(text: str) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
     """The programs of the command lines the user pastes (`kcat` of `$ kcat -b … -L`), each once, and for each
     field a pasted output labels (`isControl: true`, `"state": "FAILED"`) the program of the command line above
@@ -683,7 +696,7 @@ def _asking_sentences(text: str) -> list[str]:
 # A key given a value: `key=value` (properties, a command's --config), `"key": "value"` (JSON), `key: value` (YAML).
 # Matched from a word's start only and without backtracking into it, so a long run of word characters costs
 # linear time.
-_GIVEN_VALUE = re.compile(r"""(?<![\w.-])["']?([\w.-]++)["']?\s*(?:=|:(?=[ \t]))\s*["']?[^\s"',]""")
+_GIVEN_VALUE = re.compile(r"""(?<![\w.-])["']?([\w.-]++)["']?\s*(?:=|:(?=[ \t]))\s*["']?[^\s"',]++""")
 
 
 def _misused_command(placed: Sequence[tuple[str, str]]) -> bool:

@@ -408,6 +408,31 @@ def test_a_programs_field_with_no_command_above_it_is_no_asked_name():
     assert parse_query("```\nleaderEpoch: 4\n```\nwhat's the leaderEpoch?").asked_names == ()
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "with security.protocol=SASL_SSL set on the client, why does the producer hang?",  # was `asl_ssl`
+        "our consumer logs offsetEpoch=Optional.empty on every poll, is that bad?",  # was `ptional.empty`
+    ],
+)
+def test_a_value_the_user_gives_a_setting_is_no_identifier_they_ask_about(question):
+    """A setting given a value is the user's setup, and so is the value: what was left of it once the key and its
+    first letter were cut off counted as an asked identifier the corpus lacks."""
+    assert parse_query(question).asked == frozenset()
+
+
+def test_names_in_a_message_the_user_quotes_are_the_logs_not_asked_names():
+    quoted = parse_query(
+        'what does "Fetch position FetchPosition{offset=1234, offsetEpoch=Optional.empty} is out of range for '
+        'partition orders-3, resetting offset" mean?'
+    )
+    assert quoted.asked_names == () and quoted.asked == frozenset()
+    # a command quoted as code is what the user asks about, and so is a short quoted name
+    command = parse_query("is it `kafka-log-dirs.sh --describe --topic-list clickstream` or something else?")
+    assert "kafka-log-dirs" in command.asked
+    assert "FetchPosition" in parse_query('what is a "FetchPosition" in the consumer?').asked_names
+
+
 def test_a_sentence_naming_a_log_level_is_the_users_own_and_asks():
     """It was read as a log line, so the question had no asking sentence: no label, no names asked about."""
     query = parse_query("kafkajs: how do i plug our logger in via `logCreator` and set the log level to WARN only?")
