@@ -107,7 +107,7 @@ def write_report(
     current: tuple[object, ...],
 ) -> None:
     """A tuning report: its title, what was asked, a table of each setting's results, and the choice beside the
-    current settings (the first two columns name them). Prints the choice."""
+    current settings (the first columns, one for each value of the choice, name them). Prints the choice."""
     lines = [
         f"# {title}",
         "",
@@ -121,7 +121,7 @@ def write_report(
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{', '.join(columns[:2])}: {chosen} (current {current}); wrote {path}")
+    print(f"{', '.join(columns[: len(chosen)])}: {chosen} (current {current}); wrote {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -356,11 +357,19 @@ class Assistant:
         timings["parse"] = elapsed_ms(started)
         ranked = self._retrieve_and_rank(retriever, query, k, mode, timings)
         # The LLM's rewrite (`use_llm`) restates a follow-up whole, pronoun or not.
-        if history and not use_llm and not query.followup and self._leans_on_history(question, ranked):
+        # A question that does not point back may still lean on the conversation: when it is a fragment
+        # (`_leans_on_history`), or when searched with the conversation's subject its best passage scores more than
+        # `followup_lean_margin` above its best passage searched alone ("which gauge tells us per node whether the
+        # node is currently leading?" after a KRaft quorum's outage).
+        leans = history and not use_llm and not query.followup and self._leans_on_history(question, ranked)
+        compares = history and not use_llm and not query.followup and math.isfinite(self.settings.followup_lean_margin)
+        if leans or compares:
             started = time.perf_counter()
             leaning = parse_query(question, history, self.settings.max_question_chars, leaning=True)
             ranked_leaning = self._retrieve_and_rank(retriever, leaning, k, mode, {})
-            if not should_abstain(ranked_leaning, self._abstention):
+            if (
+                leans or _scores_above(ranked_leaning, ranked, self.settings.followup_lean_margin)
+            ) and not should_abstain(ranked_leaning, self._abstention):
                 query, ranked = leaning, ranked_leaning
             timings["leaning"] = elapsed_ms(started)
         notes += [READ_AS_NOTE.format(wrong=wrong, right=right) for wrong, right in ranked.pool.query.read_as]
@@ -443,6 +452,11 @@ class Assistant:
                 build_chat_model(s.llm_provider, s.llm_base_url, s.llm_model, s.llm_timeout_s, s.llm_temperature)
             )
         return self._llm
+
+
+def _scores_above(ranked: Ranked, other: Ranked, margin: float) -> bool:
+    """`ranked`'s best passage scores more than `margin` above `other`'s (learned scores of one model)."""
+    return bool(ranked.scores) and (not other.scores or ranked.scores[0] > other.scores[0] + margin)
 
 
 def _final_answer(events: Iterator[str | Answer]) -> Answer:

@@ -708,3 +708,29 @@ def test_a_setting_the_answer_names_is_related_from_its_entry_though_no_ranked_p
     entry = next(c.passage for c in answer.citations if c.marker == marker)
     assert entry.section_path[-1] == key, shown(answer)
     assert entry.chunk_id not in ranked and f"Default: | {default}" in entry.text, shown(answer)
+
+
+def _conversation(docs: Assistant, *asked: str) -> list[dict[str, str]]:
+    """The turns of `asked`, each answered by the assistant with the turns before it."""
+    history: list[dict[str, str]] = []
+    for question in asked:
+        answer = docs.ask(question, history)
+        history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer.text}]
+    return history
+
+
+def test_a_question_that_names_no_subject_of_its_own_is_searched_with_the_conversations(docs):
+    """ "which setting should I raise?" points back with no pronoun and has words enough to pass for a question of
+    its own: searched alone it was answered with `segment.index.bytes`. Searched with the conversation's subject its
+    best passage scores far higher (`followup_lean_margin`), so that search answers it."""
+    history = _conversation(docs, "my consumer group keeps rebalancing every few minutes")
+    answer = docs.ask("which setting should I raise?", history)
+    assert "consumer" in answer.query and "rebalanc" in answer.query, shown(answer)
+    assert "segment.index.bytes" not in answer.text and "timeout" in answer.text, shown(answer)
+
+
+def test_a_question_on_a_new_subject_in_a_conversation_is_searched_alone(docs):
+    history = _conversation(docs, "my consumer group keeps rebalancing every few minutes")
+    answer = docs.ask("why are quotas needed?", history)
+    assert answer.query == "why are quotas needed?", shown(answer)
+    assert "quota" in answer.text.lower(), shown(answer)

@@ -4,6 +4,8 @@ shipped ones) load with the features the code computes."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -588,6 +590,7 @@ def test_leaning_tuning_asks_every_tuning_question_with_a_history_and_no_test_pa
     answers to its earlier turns; no test-part question is asked."""
     monkeypatch.setattr(tune_leaning, "MAX_TERMS", (2,))
     monkeypatch.setattr(tune_leaning, "WEAK_DENSE", (0.45,))
+    monkeypatch.setattr(tune_leaning, "LEAN_MARGIN", (1.0,))
     asked: list[str] = []
     real = Assistant.ask
 
@@ -604,7 +607,9 @@ def test_leaning_tuning_asks_every_tuning_question_with_a_history_and_no_test_pa
     }
     assert {i.question for i in conversations} <= set(asked) <= turns
     text = report.read_text(encoding="utf-8")
-    assert "tuning parts only" in text and "| 0 (off) | 0.0 | 0 |" in text and "| 2 | 0.45 |" in text
+    assert "tuning parts only" in text and "| 0 (off) | 0.0 | inf | 0 |" in text
+    assert "| 2 | 0.45 | inf |" in text
+    assert re.search(r"^\| \d \| [\d.]+ \| 1\.0 \|", text, re.M)  # the margin, at the terms and cosine chosen
     assert "Chosen: (" in text
 
 
@@ -613,9 +618,21 @@ def test_leaning_tuning_chooses_the_best_recall_then_the_most_declined_then_the_
         return tune_leaning.Result(answers={}, recall=recall, declined=declined, unanswerable=3)
 
     choose = tune_leaning.choose
-    assert choose({(0, 0.0): result(0.5, 1), (2, 0.45): result(0.55, 1), (3, 0.45): result(0.55, 2)}) == (3, 0.45)
-    assert choose({(0, 0.0): result(0.5, 1), (2, 0.45): result(0.55, 1), (3, 0.4): result(0.55, 1)}) == (2, 0.45)
-    assert choose({(2, 0.5): result(0.55, 1), (2, 0.45): result(0.55, 1)}) == (2, 0.45)
+    off, inf = (0, 0.0, math.inf), math.inf
+    assert choose({off: result(0.5, 1), (2, 0.45, inf): result(0.55, 1), (3, 0.45, inf): result(0.55, 2)}) == (
+        3,
+        0.45,
+        inf,
+    )
+    assert choose({off: result(0.5, 1), (2, 0.45, inf): result(0.55, 1), (3, 0.4, inf): result(0.55, 1)}) == (
+        2,
+        0.45,
+        inf,
+    )
+    assert choose({(2, 0.5, inf): result(0.55, 1), (2, 0.45, inf): result(0.55, 1)}) == (2, 0.45, inf)
+    assert choose({(2, 0.45, 1.0): result(0.55, 1), (2, 0.45, inf): result(0.55, 1)}) == (2, 0.45, inf)
+    assert choose({(2, 0.45, 1.0): result(0.55, 1), (2, 0.45, 2.0): result(0.55, 1)}) == (2, 0.45, 2.0)
+    assert choose({(2, 0.45, 1.0): result(0.56, 1), (2, 0.45, inf): result(0.55, 1)}) == (2, 0.45, 1.0)
 
 
 def test_follow_up_tuning_chooses_the_most_leads_with_a_key_fact_then_the_fewest_repeats_then_the_smallest_gap():
