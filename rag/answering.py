@@ -606,6 +606,8 @@ def _with_related_settings(
         if u.candidate_index < shape.related_depth
         and u.score >= shown[0].score - shape.relative_cutoff
         and u.unit.subject.lower() not in {n.unit.subject.lower() for n in named}
+        # a setting named by a plain word (a transform's `renames`) is no knob the user wants unless they name it
+        and (_identifiers_of(u.unit.subject) or _spelt_in(u.unit.subject, ranked.pool.query.question))
     ]
     related: list[_Scored] = []
     for unit in [*named, *near]:

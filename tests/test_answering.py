@@ -1257,6 +1257,21 @@ def test_a_setting_of_one_plain_word_the_answer_uses_as_a_word_is_not_related():
     assert "Related settings" not in draft.text, draft.text
 
 
+@pytest.mark.parametrize(("heading", "related"), [("renames", False), ("topic.renames", True)])
+def test_a_setting_of_one_plain_word_the_question_does_not_name_is_not_related(heading, related):
+    """ "is there a way to rename a topic?" closed with "Related settings: `renames` (default "")", a transform's
+    field that folds to the question's word; a key is a knob whatever words the question uses."""
+    axes = _Axes()
+    design = candidate(axes, "design", "It is not possible to rename a topic directly.", [0.9])
+    entry = candidate(axes, "entry", _retention_entry("fields", '""'), [0.8], heading=heading)
+    draft = extract_answer(
+        ranked([design, entry], "is there a way to rename a topic?"),
+        shape(max_units_fact=1, related_max=3, relative_cutoff=0.4),
+    )
+    _check(draft)
+    assert ("Related settings: `" in draft.text) is related, draft.text
+
+
 def test_a_setting_the_answer_names_is_not_related_again_and_one_without_default_says_so():
     axes = _Axes()
     entry = candidate(axes, "ms", _retention_entry("milliseconds", "604800000"), [0.9], heading="log.retention.ms")
