@@ -595,7 +595,8 @@ def _with_related_settings(
     from the replication design, which names `replica.lag.time.max.ms` and not its default, while the setting's
     entry ranks next), as many as keep it within `shape.related_max_chars`. Up to `shape.related_max` in all;
     the units shown keep their place, and a long answer stays as it is. Not a setting of one plain word that the
-    answer uses as a word (`field`, `topics`): the answer does not name it."""
+    answer uses as a word (`field`, `topics`): the answer does not name it; nor, among the knobs near the answer,
+    one the question does not spell (a transform's `renames` for "how do I rename a topic?")."""
     candidates = ranked.candidates + ranked.references
     entries = [u for u in scored if u.unit.kind == "setting" and _is_own_entry(u)]
     entries += _reference_entries(ranked.references, len(ranked.candidates))
@@ -606,7 +607,6 @@ def _with_related_settings(
         if u.candidate_index < shape.related_depth
         and u.score >= shown[0].score - shape.relative_cutoff
         and u.unit.subject.lower() not in {n.unit.subject.lower() for n in named}
-        # a setting named by a plain word (a transform's `renames`) is no knob the user wants unless they name it
         and (_identifiers_of(u.unit.subject) or _spelt_in(u.unit.subject, ranked.pool.query.question))
     ]
     related: list[_Scored] = []

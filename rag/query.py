@@ -565,7 +565,6 @@ def asked_names(text: str) -> tuple[str, ...]:
     return tuple(name for name in dict.fromkeys(names + openers) if name not in owned)
 
 
-@functools.lru_cache(maxsize=4)
 def _unquoted(text: str) -> str:
     """`text` without the messages it quotes in quotation marks (`_QUOTED_MESSAGE`, of `MIN_MESSAGE_WORDS` words or
     more): what "Fetch position FetchPosition{offset=1234, …} is out of range" names is the log's, not what the
@@ -579,6 +578,7 @@ def _unquoted(text: str) -> str:
     return _QUOTED_MESSAGE.sub(message, text)
 
 
+@functools.lru_cache(maxsize=4)
 def _pasted_commands(text: str) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
     """The programs of the command lines the user pastes (`kcat` of `$ kcat -b … -L`), each once, and for each
     field a pasted output labels (`isControl: true`, `"state": "FAILED"`) the program of the command line above

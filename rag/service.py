@@ -361,9 +361,9 @@ class Assistant:
         # (`_leans_on_history`), or when searched with the conversation's subject its best passage scores more than
         # `followup_lean_margin` above its best passage searched alone ("which gauge tells us per node whether the
         # node is currently leading?" after a KRaft quorum's outage).
-        leans = history and not use_llm and not query.followup and self._leans_on_history(question, ranked)
-        compares = history and not use_llm and not query.followup and math.isfinite(self.settings.followup_lean_margin)
-        if leans or compares:
+        may_lean = bool(history) and not use_llm and not query.followup
+        leans = may_lean and self._leans_on_history(question, ranked)
+        if leans or (may_lean and math.isfinite(self.settings.followup_lean_margin)):
             started = time.perf_counter()
             leaning = parse_query(question, history, self.settings.max_question_chars, leaning=True)
             ranked_leaning = self._retrieve_and_rank(retriever, leaning, k, mode, {})
