@@ -22,6 +22,8 @@ ABSTENTION_FEATURES = (
     "best_sentence",  # best cosine of the question and one evidence unit of a top passage
     "coverage",  # IDF-weighted share of the question's terms found in the top three passages
     "unknown_terms",  # IDF-weighted share of the question's terms the corpus never uses
+    "unknown_words",  # the part of it the embedding model reads as whole words: everyday words ("yesterday",
+    # "recipe") say less about a subject the corpus lacks than names no vocabulary holds ("redpanda", "sarama")
     "unknown_names",  # share of the question's names (products, APIs) the corpus never mentions, unless
     # every identifier the question is about is covered and a top passage carries one ("our Spring Boot app
     # gets X": X is covered); "spring-kafka: when does MANUAL_IMMEDIATE commit?" keeps its unknown names
@@ -63,6 +65,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         max(c.feature("sentence") for c in top),
         coverage,
         evidence.unknown_term_share,
+        evidence.unknown_word_share,
         len(evidence.unknown_names) / evidence.names if evidence.names and not all_focus_covered else 0.0,
         1.0 if focus_match else 0.0,
         evidence.unknown_focus_identifiers / evidence.focus_identifiers if evidence.focus_identifiers else 0.0,

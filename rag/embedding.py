@@ -19,6 +19,7 @@ Backends (`KAFKA_RAG_EMBED_BACKEND`), all from the same model files:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections import OrderedDict
@@ -44,6 +45,10 @@ class Embedder(Protocol):
     dimension: int
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray: ...
+
+    def knows_word(self, word: str) -> bool:
+        """Whether the model's tokenizer reads `word` as one token: a word of the text it learned from."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,9 @@ class SentenceTransformerEmbedder:
             )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
+    def knows_word(self, word: str) -> bool:
+        return len(self._model.tokenizer(word, add_special_tokens=False)["input_ids"]) == 1
+
 
 def model_identity(embedder: Embedder) -> ModelIdentity:
     vector = embedder.encode([_FINGERPRINT_PROBE])[0]
@@ -167,6 +175,8 @@ class QueryEncoder:
         self._lock = threading.Lock()
         self._remember = remember
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        # The words a question's abstention features look up (`Embedder.knows_word`), cached: few, and asked again.
+        self.knows_word = functools.lru_cache(maxsize=65_536)(embedder.knows_word)
 
     def encode(self, text: str) -> np.ndarray:
         with self._lock:

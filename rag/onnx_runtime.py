@@ -244,6 +244,10 @@ class OnnxEmbedder:
             vectors[rows] = self._encode_batch([texts[i].strip() for i in rows])
         return vectors
 
+    def knows_word(self, word: str) -> bool:
+        with self._lock:
+            return len(self._tokenizer.encode(word, add_special_tokens=False).ids) == 1
+
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         with self._lock:
             encodings = self._tokenizer.encode_batch(texts)

@@ -133,6 +133,9 @@ class QueryEvidence:
 
     term_weights: dict[str, float]  # IDF of each question term (unknown terms weigh most)
     unknown_term_share: float  # IDF-weighted share of the question's terms the corpus never uses
+    # ... of those, the words the embedding model reads as one token (`Embedder.knows_word`): everyday words
+    # ("what changed yesterday", "a recipe for …") rather than another product's names ("redpanda", "sarama").
+    unknown_word_share: float
     names: int  # name-like words in the question (products, APIs, features)
     unknown_names: tuple[str, ...]  # of those, the ones neither whole nor in parts in the corpus
     focus_identifiers: int
@@ -712,14 +715,15 @@ class Retriever:
             or i in carried_names
             or i in spelt_names
         }
-        unseen = sum(w for t, w in weights.items() if not frequency[t] and t not in query.own_terms and t not in known)
-        unknown = unseen / (sum(weights.values()) or 1.0)
+        unseen = [t for t in weights if not frequency[t] and t not in query.own_terms and t not in known]
+        total_weight = sum(weights.values()) or 1.0
         names = [name for name in query.names if self._unknown_name(name)]
         # A sentence's capitalised first word counts as a name only when the corpus never uses it.
         openers = [name for name in query.opening_names if self._unknown_name(name)]
         return QueryEvidence(
             term_weights=weights,
-            unknown_term_share=unknown,
+            unknown_term_share=sum(weights[t] for t in unseen) / total_weight,
+            unknown_word_share=sum(weights[t] for t in unseen if self._queries.knows_word(t)) / total_weight,
             names=len(query.names) + len(openers),
             unknown_names=tuple(names + openers),
             focus_identifiers=len(focus) + unknown_keys_asked,

@@ -99,6 +99,9 @@ class _CountingEmbedder:
         self.texts.extend(texts)
         return self.embedder.encode(texts, batch_size)
 
+    def knows_word(self, word):
+        return self.embedder.knows_word(word)
+
 
 @pytest.mark.slow
 def test_a_question_asked_again_reuses_its_vector_and_the_oldest_is_forgotten(embedder):

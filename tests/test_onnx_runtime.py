@@ -253,3 +253,13 @@ def test_an_unknown_backend_is_refused():
 
     with pytest.raises(ConfigurationError, match="onnx, onnx-int8, torch.*'cuda'"):
         load_embedder(DEFAULT_MODEL, "cuda")
+
+
+@pytest.mark.slow
+def test_every_backend_knows_the_same_words_by_its_tokenizer(torch_embedder, onnx_embedder, int8_embedder):
+    # Whole words of the model's vocabulary, then words it splits into pieces (another product's name, a key).
+    words = ["yesterday", "consumer", "recipe", "redpanda", "sarama", "linger.ms", "9am"]
+    known = [torch_embedder.knows_word(word) for word in words]
+    assert known == [True, True, True, False, False, False, False]
+    assert [onnx_embedder.knows_word(word) for word in words] == known
+    assert [int8_embedder.knows_word(word) for word in words] == known

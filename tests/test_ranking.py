@@ -62,6 +62,7 @@ def make_pool(
     fields = {
         "term_weights": {t: 1.0 for t in query.tokens},
         "unknown_term_share": 0.0,
+        "unknown_word_share": 0.0,
         "names": len(query.names),
         "unknown_names": (),
         "focus_identifiers": len(query.focus_identifiers),

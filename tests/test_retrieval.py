@@ -419,6 +419,20 @@ def test_a_tool_in_the_command_line_is_a_context_identifier_feature(retriever, s
             assert candidate.feature("context_identifier") == 0.0
 
 
+def test_everyday_words_the_corpus_lacks_are_told_from_names_no_vocabulary_holds(retriever, stage):
+    # "yesterday" is a word of the embedding model's vocabulary that the seeds never use; "zorblatt" is in
+    # neither, like another product's name.
+    def evidence(question):
+        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence
+
+    everyday = evidence("why is the consumer lagging since yesterday?")
+    foreign = evidence("why is the consumer lagging since zorblatt?")
+    assert everyday.unknown_term_share > 0.0
+    assert everyday.unknown_term_share == pytest.approx(foreign.unknown_term_share)  # both words unknown alike
+    assert everyday.unknown_word_share > foreign.unknown_word_share
+    assert foreign.unknown_word_share < foreign.unknown_term_share
+
+
 def test_query_evidence_reads_unknown_words_names_and_identifiers(retriever, stage):
     known = retriever.retrieve(parse_query("transaction timeout"), 5, "hybrid", stage).evidence
     assert known.unknown_term_share == 0.0
