@@ -113,9 +113,10 @@ _ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z
 # Where a printed error may start inside a line: its exception class, qualified or not, or its error name.
 _PRINTED_ERROR = re.compile(r"(?<![\w$.])(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 # A request for a fix or a reported fault. "keep" reports one only as "keeps failing" / "keep on growing":
-# "how long does Kafka keep a tombstone" asks for a fact.
+# "how long does Kafka keep a tombstone" asks for a fact; "handle" only as what the user is to do ("how do I
+# handle …", "the best way to handle …"): "how many partitions can a broker handle?" asks for a fact.
 _FIX_REQUEST = re.compile(
-    r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|handle|deal with|why|wrong|"
+    r"\b(?:fix|resolve|solve|avoid|prevent|stop|get rid|workaround|recover|(?:to|i|we|you) handle|deal with|why|wrong|"
     r"broken|stuck|keeps?(?: on)? \w+ing|cannot|can't|unable|won't|doesn't|not working)\b",
     re.I,
 )

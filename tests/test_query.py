@@ -777,6 +777,10 @@ def test_a_command_alone_is_searched_as_typed():
         ("how do I find out why the failed task stopped", "troubleshoot"),
         ("the producer is failing with timeouts", "troubleshoot"),
         (f"{PRODUCER_COMMAND}\nERROR generate a new cluster id failed: write this down", "troubleshoot"),
+        # what a thing can handle is a fact; how the user is to handle something asks for a fix
+        ("how many partitions can a single broker handle?", "fact"),
+        ("how should we handle a RecordTooLargeException?", "troubleshoot"),
+        ("what is the best way to handle poison pill records?", "troubleshoot"),
     ],
 )
 def test_intent(question, intent):
