@@ -978,14 +978,18 @@ def rewrite_followup(question: str, history: Sequence[Mapping[str, str]], leanin
 
 
 def _standalone_last_turn(history: Sequence[Mapping[str, str]]) -> str:
-    """The last user turn as it was searched: a follow-up of a follow-up leans on what the one before leaned
-    on ("how do I enable SASL/SCRAM?", "how do I create the users?", "and delete one?" is about SCRAM users)."""
+    """The last user turn as it may have been searched: a follow-up of a follow-up leans on what the one before
+    leaned on ("how do I enable SASL/SCRAM?", "how do I create the users?", "and delete one?" is about SCRAM users).
+    That one is read as leaning whatever its words, as the service may have searched it (`leaning`): "we're
+    migrating from zookeeper to kraft", "what's the first step?", "can we roll back halfway?" is about the
+    migration, though "first step" names a subject of its own."""
     last = next((n for n in range(len(history) - 1, -1, -1) if history[n].get("role") == "user"), None)
     if last is None:
         return ""
     turn = history[last].get("content", "")
     # Read back over the two exchanges before it at most: a long chain of follow-ups stays a short recursion.
-    leaned_on = rewrite_followup(turn, history[max(0, last - LEANED_ON_TURNS) : last]).removeprefix(turn)
+    leaned_on = rewrite_followup(turn, history[max(0, last - LEANED_ON_TURNS) : last], leaning=True)
+    leaned_on = leaned_on.removeprefix(turn)
     # Its own words first, then the few that name what it leaned on: the earlier story would crowd them out.
     return " ".join([turn, *_content_words(leaned_on)[:INHERITED_WORDS]])
 

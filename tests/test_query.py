@@ -308,6 +308,17 @@ def test_a_follow_up_of_a_follow_up_carries_the_subject_the_one_before_leaned_on
     assert "SCRAM" in rewritten and "users" in rewritten, rewritten
 
 
+def test_a_follow_up_of_a_question_that_may_have_leaned_carries_the_subject_before_it():
+    # "what's the first step?" names words of its own, so it is no follow-up by its words; the service may still
+    # have searched it with the migration (`Assistant._prepare`), and the question after it is about that.
+    history = _conversation(
+        ("we're migrating from zookeeper to kraft", "Plan the migration to KRaft [1]."),
+        ("what's the first step?", "Provision the KRaft controller quorum [1]."),
+    )
+    rewritten = rewrite_followup("can we roll back halfway?", history, leaning=True)
+    assert "first step" in rewritten and "zookeeper" in rewritten and "kraft" in rewritten, rewritten
+
+
 def test_a_long_chain_of_follow_ups_is_rewritten_without_deep_recursion():
     history = _conversation(*[("and then?", "It retries [1].")] * 3000)  # an API client may send any history
     assert rewrite_followup("and then?", history).startswith("and then?")
