@@ -39,6 +39,8 @@ ABSTENTION_FEATURES = (
     # error line's exception the docs may answer under its error's name
     "asked_unknown_phrases",  # share of the asking sentences' names of several words that the corpus never writes
     # together ("Which REST Proxy property …?"), though it may use each word
+    "asked_foreign_terms",  # IDF-weighted share of the asking sentences' terms neither the corpus nor the model's
+    # vocabulary knows: a product named in lower case ("… tiered storage on redpanda?")
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -73,6 +75,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         evidence.unknown_asked_name_share,
         evidence.unknown_asked_identifier_share,
         evidence.unknown_asked_phrase_share,
+        evidence.unknown_asked_foreign_share,
     )
 
 

@@ -227,6 +227,9 @@ class Query:
     read_as: tuple[tuple[str, str], ...] = ()
     # Asked in a conversation and searched with its subject (`is_followup`, or `parse_query`'s `leaning`).
     followup: bool = False
+    # The tokens of the user's asking sentences alone (no error line, no paste): what they ask about in their
+    # own words. Empty for a follow-up and for a bare paste.
+    asking_words: tuple[str, ...] = ()
     # The fields a pasted output labels (`producerId: 9003`, `"state": "RUNNING"`) that the user's own sentences do
     # not name, as tokens: what the tool printed around what the user asks about, context as a command line is.
     pasted_fields: frozenset[str] = frozenset()
@@ -415,6 +418,7 @@ def parse_query(
         told=_last_answer_words(history) if followup else "",
         asking_tokens=() if followup else _asking_tokens(text, error_lines),
         followup=followup,
+        asking_words=() if followup else tuple(tokenize(" ".join(_asking_sentences(text)))),
         pasted_fields=pasted_fields(text),
     )
 

@@ -144,6 +144,10 @@ class QueryEvidence:
     unknown_asked_name_share: float  # share of the asking sentences' names the corpus never mentions
     unknown_asked_identifier_share: float  # share of the identifiers the asking sentences name no chunk carries
     unknown_asked_phrase_share: float  # share of the asking sentences' names of several words the corpus never writes
+    # IDF-weighted share of the asking sentences' terms that neither the corpus nor the embedding model's
+    # vocabulary knows: a product named in lower case ("how do i set up tiered storage on redpanda?"), which no
+    # name check sees
+    unknown_asked_foreign_share: float
 
 
 @dataclass(frozen=True)
@@ -737,7 +741,16 @@ class Retriever:
             unknown_asked_name_share=self._unknown_asked_name_share(query),
             unknown_asked_identifier_share=self._unknown_asked_identifier_share(query, known),
             unknown_asked_phrase_share=self._unknown_asked_phrase_share(query),
+            unknown_asked_foreign_share=self._unknown_asked_foreign_share(query, weights, unseen),
         )
+
+    def _unknown_asked_foreign_share(self, query: Query, weights: dict[str, float], unseen: Collection[str]) -> float:
+        """`QueryEvidence.unknown_asked_foreign_share`, of `Query.asking_words`. Words of the question's identifiers
+        do not count: an exception class, a key or a host is what the user got or has."""
+        asking = set(query.asking_words) & weights.keys()
+        named = {token for identifier in query.identifiers for token in tokenize(identifier.name)}
+        foreign = [t for t in asking if t in unseen and t not in named and not self._queries.knows_word(t)]
+        return sum(weights[t] for t in foreign) / (sum(weights[t] for t in asking) or 1.0)
 
     def _unknown_asked_phrase_share(self, query: Query) -> float:
         """Of the names of several words the asking sentences use (`Query.asked_phrases`: "Event Hubs", "Topic

@@ -546,14 +546,9 @@ def test_a_question_asking_what_a_thing_is_leads_with_the_sentence_that_says_it(
         # a request to translate: declined whatever it is about (the pasted exception is covered)
         "Translate this error into German: org.apache.kafka.common.errors.TimeoutException: Topic orders not "
         "present in metadata after 60000 ms.",
-        pytest.param(
-            "How do I set up compatibility modes in Confluent Schema Registry?",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known miss: the docs mention schema registries in passing (ops.html multi-tenancy), so "
-                "only 'Confluent' is unknown and the question looks covered",
-            ),
-        ),
+        # the docs mention schema registries in passing (ops.html multi-tenancy): only "Confluent" is unknown, a
+        # word of no vocabulary in the asking sentence (`asked_foreign_terms`)
+        "How do I set up compatibility modes in Confluent Schema Registry?",
         # another product's rules for a setting the docs cover: the asking sentence names a product they never do
         "Does Amazon MSK let me change unclean.leader.election.enable in a custom MSK configuration?",
         "Does Redpanda honour min.insync.replicas when acks=all?",

@@ -308,6 +308,13 @@ def test_a_follow_up_of_a_follow_up_carries_the_subject_the_one_before_leaned_on
     assert "SCRAM" in rewritten and "users" in rewritten, rewritten
 
 
+def test_asking_words_are_the_asking_sentences_words_only():
+    assert "redpanda" in parse_query("how do i set up tiered storage on redpanda?").asking_words
+    pasted = parse_query(f"{METADATA_WARN}\nwhich setting is that about?")
+    assert "setting" in pasted.asking_words and "orders" not in pasted.asking_words
+    assert parse_query(METADATA_WARN).asking_words == ()  # a bare paste asks nothing in the user's words
+
+
 def test_a_follow_up_of_a_question_that_may_have_leaned_carries_the_subject_before_it():
     # "what's the first step?" names words of its own, so it is no follow-up by its words; the service may still
     # have searched it with the migration (`Assistant._prepare`), and the question after it is about that.

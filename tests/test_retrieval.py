@@ -433,6 +433,17 @@ def test_everyday_words_the_corpus_lacks_are_told_from_names_no_vocabulary_holds
     assert foreign.unknown_word_share < foreign.unknown_term_share
 
 
+def test_a_word_of_no_vocabulary_in_the_asking_sentence_is_an_unknown_subject(retriever, stage):
+    def evidence(question):
+        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence
+
+    # a product named in lower case, which no name check sees
+    assert evidence("how do I set the consumer lag alert on zorblatt?").unknown_asked_foreign_share > 0.0
+    # the same word outside the asking sentence is the user's setup, and an exception class is what they got
+    assert evidence("we run zorblatt. how do I set the consumer lag alert?").unknown_asked_foreign_share == 0.0
+    assert evidence("why does the consumer throw ZorblattLagException?").unknown_asked_foreign_share == 0.0
+
+
 def test_query_evidence_reads_unknown_words_names_and_identifiers(retriever, stage):
     known = retriever.retrieve(parse_query("transaction timeout"), 5, "hybrid", stage).evidence
     assert known.unknown_term_share == 0.0
