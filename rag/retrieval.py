@@ -749,8 +749,17 @@ class Retriever:
         do not count: an exception class, a key or a host is what the user got or has."""
         asking = set(query.asking_words) & weights.keys()
         named = {token for identifier in query.identifiers for token in tokenize(identifier.name)}
-        foreign = [t for t in asking if t in unseen and t not in named and not self._queries.knows_word(t)]
+        foreign = [t for t in asking if t in unseen and t not in named and self._foreign(t)]
         return sum(weights[t] for t in foreign) / (sum(weights[t] for t in asking) or 1.0)
+
+    def _foreign(self, token: str) -> bool:
+        """Neither the corpus nor the embedding model's vocabulary knows `token`: a word of another product. A
+        compound is foreign only by a foreign part ("under-replicated" is two known words), and a quantity never
+        ("9am", "30s")."""
+        if token[0].isdigit() or self._document_frequency(token) or self._queries.knows_word(token):
+            return False
+        parts = tokenize(token)[1:]
+        return not parts or any(self._foreign(part) for part in parts)
 
     def _unknown_asked_phrase_share(self, query: Query) -> float:
         """Of the names of several words the asking sentences use (`Query.asked_phrases`: "Event Hubs", "Topic
