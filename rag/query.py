@@ -227,8 +227,8 @@ class Query:
     read_as: tuple[tuple[str, str], ...] = ()
     # Asked in a conversation and searched with its subject (`is_followup`, or `parse_query`'s `leaning`).
     followup: bool = False
-    # The tokens of the user's asking sentences alone (no error line, no paste): what they ask about in their
-    # own words. Empty for a follow-up and for a bare paste.
+    # The tokens of the user's asking sentences that nothing they pasted holds (`_asking_words`): what they ask
+    # about in their own words. Empty for a follow-up and for a bare paste.
     asking_words: tuple[str, ...] = ()
     # The fields a pasted output labels (`producerId: 9003`, `"state": "RUNNING"`) that the user's own sentences do
     # not name, as tokens: what the tool printed around what the user asks about, context as a command line is.
@@ -418,7 +418,7 @@ def parse_query(
         told=_last_answer_words(history) if followup else "",
         asking_tokens=() if followup else _asking_tokens(text, error_lines),
         followup=followup,
-        asking_words=() if followup else tuple(tokenize(" ".join(_asking_sentences(text)))),
+        asking_words=() if followup else _asking_words(text),
         pasted_fields=pasted_fields(text),
     )
 
@@ -690,6 +690,19 @@ def _asking_tokens(text: str, error_lines: Sequence[str]) -> tuple[str, ...]:
     if len(asking) == len(_own_sentences(text)):
         return ()
     return tuple(tokenize(" ".join([*asking, *error_lines])))
+
+
+def _asking_words(text: str) -> tuple[str, ...]:
+    """`Query.asking_words`: the tokens of the asking sentences that no pasted line holds. A field the pasted
+    output labels is the tool's ("what's the isControl flag …?" after `kafka-dump-log.sh` printed `isControl:
+    false`), a name in the user's log is theirs."""
+    pasted = {
+        token
+        for line, fenced in _lines_and_fences(text)
+        if fenced or line_place(line) != "question"
+        for token in tokenize(line[:MAX_LINE_CHARS])
+    }
+    return tuple(token for token in tokenize(" ".join(_asking_sentences(text))) if token not in pasted)
 
 
 def _asking_sentences(text: str) -> list[str]:

@@ -313,6 +313,9 @@ def test_asking_words_are_the_asking_sentences_words_only():
     pasted = parse_query(f"{METADATA_WARN}\nwhich setting is that about?")
     assert "setting" in pasted.asking_words and "orders" not in pasted.asking_words
     assert parse_query(METADATA_WARN).asking_words == ()  # a bare paste asks nothing in the user's words
+    # a field the pasted output labels is the tool's, not a word the user brings
+    dump = "```\nbaseOffset: 0 isControl: false position: 0\n```\nwhat's the isControl flag for?"
+    assert parse_query(dump).asking_words == ("flag",)
 
 
 def test_a_follow_up_of_a_question_that_may_have_leaned_carries_the_subject_before_it():
