@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -419,14 +420,15 @@ def test_a_tool_in_the_command_line_is_a_context_identifier_feature(retriever, s
             assert candidate.feature("context_identifier") == 0.0
 
 
+def _evidence(retriever, stage, question):
+    return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence
+
+
 def test_everyday_words_the_corpus_lacks_are_told_from_names_no_vocabulary_holds(retriever, stage):
     # "yesterday" is a word of the embedding model's vocabulary that the seeds never use; "zorblatt" is in
     # neither, like another product's name.
-    def evidence(question):
-        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence
-
-    everyday = evidence("why is the consumer lagging since yesterday?")
-    foreign = evidence("why is the consumer lagging since zorblatt?")
+    everyday = _evidence(retriever, stage, "why is the consumer lagging since yesterday?")
+    foreign = _evidence(retriever, stage, "why is the consumer lagging since zorblatt?")
     assert everyday.unknown_term_share > 0.0
     assert everyday.unknown_term_share == pytest.approx(foreign.unknown_term_share)  # both words unknown alike
     assert everyday.unknown_word_share > foreign.unknown_word_share
@@ -434,9 +436,7 @@ def test_everyday_words_the_corpus_lacks_are_told_from_names_no_vocabulary_holds
 
 
 def test_a_word_of_no_vocabulary_in_the_asking_sentence_is_an_unknown_subject(retriever, stage):
-    def evidence(question):
-        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence
-
+    evidence = functools.partial(_evidence, retriever, stage)
     # a product named in lower case, which no name check sees
     assert evidence("how do I set the consumer lag alert on zorblatt?").unknown_asked_foreign_share > 0.0
     # the same word outside the asking sentence is the user's setup, and an exception class is what they got
