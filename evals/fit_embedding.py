@@ -116,8 +116,8 @@ def add_half_indexes_argument(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="INDEX",
         help="two indexes per --set, in order: built with the adapters fitted without half 0 and half 1 of the "
-        "tuning questions (evals/fit_embedding.py --check); each question's features come from the one that "
-        "did not see it",
+        "tuning questions (`python -m evals.half_indexes` builds them); each question's features come from the "
+        "one that did not see it",
     )
 
 
@@ -128,14 +128,23 @@ def half_index_pairs(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     return list(zip(args.half_indexes[::2], args.half_indexes[1::2], strict=True))
 
 
-def check(corpora: Sequence[Corpus], work: Path) -> list[dict]:
-    """Held-out figures of the recipe: train on one half of the human questions, rank for the other."""
-    rows = []
+def half_adapters(corpora: Sequence[Corpus], work: Path) -> list[Path]:
+    """The recipe's two adapters, each fitted without one half of the human questions (`half`), and with all the
+    synthetic ones: adapter `n` never saw the questions of half `n`. Written to `work`."""
     synthetic = [p for c in corpora for p in c.synthetic]
+    adapters = []
     for held in (0, 1):
         trained = [p for c in corpora for p in c.human if half(p.item_id) != held]
         adapter = work / f"check-half-{held}.npz"
         np.savez(adapter, **train_adapter(training_pairs(trained, synthetic), SEED).arrays)
+        adapters.append(adapter)
+    return adapters
+
+
+def check(corpora: Sequence[Corpus], work: Path) -> list[dict]:
+    """Held-out figures of the recipe: train on one half of the human questions, rank for the other."""
+    rows = []
+    for held, adapter in enumerate(half_adapters(corpora, work)):
         for corpus in corpora:
             pairs = [p for p in corpus.human if half(p.item_id) == held]
             for label, used in (("base", None), ("adapted", adapter)) if pairs else ():

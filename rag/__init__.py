@@ -9,7 +9,7 @@ from rag.adapter_training import BATCH as ADAPTER_BATCH
 from rag.adapter_training import LEARNING_RATE as ADAPTER_LEARNING_RATE
 from rag.adapter_training import RANK as ADAPTER_RANK
 from rag.adapter_training import TRAIN_TOKENS as ADAPTER_TRAIN_TOKENS
-from rag.adapter_training import AdapterFit, cosine_ranks, train_adapter
+from rag.adapter_training import AdapterFit, cosine_ranks, model_with_adapter, train_adapter
 from rag.chunking import extracted_text
 from rag.errors import (
     ConfigurationError,
@@ -71,6 +71,7 @@ __all__ = [
     "feedback_record",
     "first_stage_ranker",
     "model_paths",
+    "model_with_adapter",
     "run_ingest",
     "train_adapter",
     "unfitted_abstention",

@@ -91,8 +91,7 @@ def cosine_ranks(
     the base model, or with `adapter` merged into it."""
     from sentence_transformers import SentenceTransformer
 
-    base = Path(resolve_model(BASE_MODEL))
-    model = SentenceTransformer(str(adapted_model_dir(base, cache_dir, adapter) if adapter else base), device="cpu")
+    model = SentenceTransformer(str(model_with_adapter(adapter, cache_dir)), device="cpu")
     encoded = model.encode(list(passages), batch_size=32, normalize_embeddings=True)
     questions = model.encode([p.query for p in pairs], batch_size=32, normalize_embeddings=True)
     position = {text: i for i, text in enumerate(passages)}
@@ -101,6 +100,13 @@ def cosine_ranks(
         best = max(scores[position[p]] for p in pair.positives)
         ranks.append(int((scores > best).sum()) + 1)
     return np.asarray(ranks)
+
+
+def model_with_adapter(adapter: Path | None, cache_dir: Path = DEFAULT_MODEL_CACHE_DIR) -> Path:
+    """The base model's folder, or with `adapter` (an adapter file, not the shipped one) merged into a copy of it
+    in `cache_dir`: a local model that `--model` / `KAFKA_RAG_MODEL` builds an index with."""
+    base = Path(resolve_model(BASE_MODEL))
+    return adapted_model_dir(base, cache_dir, adapter) if adapter else base
 
 
 def _embed(model, texts: list[str], torch):
