@@ -13,8 +13,7 @@ from rag import model_with_adapter
 from rag.adapter import ADAPTED_MODEL, ADAPTER_FILE
 from rag.embedding import resolve_model
 from rag.index_store import read_manifest
-
-SEEDS = Path(__file__).resolve().parents[2] / "seeds"
+from tests.conftest import SEEDS
 
 
 def _scaled_adapter(path: Path, factor: float) -> Path:
