@@ -41,8 +41,6 @@ ABSTENTION_FEATURES = (
     # together ("Which REST Proxy property …?"), though it may use each word
     "asked_foreign_terms",  # IDF-weighted share of the asking sentences' terms neither the corpus nor the model's
     # vocabulary knows: a product named in lower case ("… tiered storage on redpanda?")
-    "asked_rare_terms",  # IDF-weighted share of the asking sentences' terms the corpus never uses that general
-    # English rarely uses either: a service the model's vocabulary knows ("… login through okta?") as well
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -78,7 +76,6 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         evidence.unknown_asked_identifier_share,
         evidence.unknown_asked_phrase_share,
         evidence.unknown_asked_foreign_share,
-        evidence.unknown_asked_rare_share,
     )
 
 

@@ -164,15 +164,6 @@ def test_a_name_of_several_words_the_corpus_never_writes_counts():
     assert _features(_ranked(about_consumers, [1.0], question=question))["asked_unknown_phrases"] == 0.0
 
 
-def test_asked_terms_rare_in_general_english_count():
-    """ "How do I authenticate Kafka clients through okta?" asks about a service the corpus never names."""
-    question = "How do I authenticate Kafka clients through okta?"
-    about_auth = [make_candidate("a", identifiers=("sasl.mechanism",))]
-    features = _features(_ranked(about_auth, [1.0], question=question, unknown_asked_rare_share=0.4))
-    assert features["asked_rare_terms"] == 0.4
-    assert _features(_ranked(about_auth, [1.0], question=question))["asked_rare_terms"] == 0.0
-
-
 def test_the_fit_inspects_with_a_model_that_weighs_no_feature():
     model = unfitted_abstention()
     assert model.features == ABSTENTION_FEATURES
