@@ -41,10 +41,6 @@ ABSTENTION_FEATURES = (
     # together ("Which REST Proxy property …?"), though it may use each word
     "asked_foreign_terms",  # IDF-weighted share of the asking sentences' terms neither the corpus nor the model's
     # vocabulary knows: a product named in lower case ("… tiered storage on redpanda?")
-    "asked_rare_terms",  # IDF-weighted share of the asking sentences' terms the corpus never uses that general
-    # English rarely uses either: a service the model's vocabulary knows ("… login through okta?") as well.
-    # Neither counts when a top passage carries an error the question reports: the words the corpus lacks then
-    # name the user's stack ("confluent-kafka-go gives "Broker: Leader not available""), not what is asked.
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -64,8 +60,6 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
     focus = ranked.pool.query.focus_identifiers
     focus_match = bool(focus) and any(set(c.identifiers) & focus for c in top)
     all_focus_covered = focus_match and not evidence.unknown_focus_identifiers
-    reported = ranked.pool.query.reported_identifiers
-    reported_covered = any(set(c.identifiers) & reported for c in top)
     return (
         scores[0],
         scores[0] - scores[1] if len(scores) > 1 else 0.0,
@@ -81,8 +75,7 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         evidence.unknown_asked_name_share,
         evidence.unknown_asked_identifier_share,
         evidence.unknown_asked_phrase_share,
-        0.0 if reported_covered else evidence.unknown_asked_foreign_share,
-        0.0 if reported_covered else evidence.unknown_asked_rare_share,
+        evidence.unknown_asked_foreign_share,
     )
 
 

@@ -243,11 +243,6 @@ class Query:
         return frozenset(i.name for i in self.identifiers if not i.focus) - self.focus_identifiers
 
     @property
-    def reported_identifiers(self) -> frozenset[str]:
-        """What the error lines and the messages the user quotes name: the error the question reports."""
-        return frozenset(i.name for i in self.identifiers if i.place == "error")
-
-    @property
     def setup_identifiers(self) -> frozenset[str]:
         """What the user says they have, not what they ask: the settings they give a value that no asking
         sentence names ("We run with processing.guarantee=exactly_once_v2. How often does Streams commit?")."""

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import wordfreq
 
 from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
@@ -149,10 +148,6 @@ class QueryEvidence:
     # vocabulary knows: a product named in lower case ("how do i set up tiered storage on redpanda?"), which no
     # name check sees
     unknown_asked_foreign_share: float
-    # IDF-weighted share of the asking sentences' terms the corpus never uses that are rare in general English
-    # (`rare_in_english`): another product's or service's name ("okta", "grafana", "postgres") even when the
-    # model's vocabulary holds it, against an everyday word the docs happen not to use ("yesterday", "recipe")
-    unknown_asked_rare_share: float
 
 
 @dataclass(frozen=True)
@@ -184,7 +179,6 @@ class Retriever:
     def __init__(self, index: LoadedIndex, embedder: Embedder) -> None:
         self.index = index
         self._queries = QueryEncoder(embedder)
-        rare_in_english("kafka")  # loads the English list (~10 ms, ~4 MB) now rather than on a first question
         chunks = index.chunks
         self._size = len(chunks)
         self._identifier_lookup = _IdentifierLookup(chunks.column("identifiers"))
@@ -747,21 +741,16 @@ class Retriever:
             unknown_asked_name_share=self._unknown_asked_name_share(query),
             unknown_asked_identifier_share=self._unknown_asked_identifier_share(query, known),
             unknown_asked_phrase_share=self._unknown_asked_phrase_share(query),
-            unknown_asked_foreign_share=self._unknown_asked_share(query, weights, unseen, self._foreign),
-            unknown_asked_rare_share=self._unknown_asked_share(query, weights, unseen, rare_in_english),
+            unknown_asked_foreign_share=self._unknown_asked_foreign_share(query, weights, unseen),
         )
 
-    @staticmethod
-    def _unknown_asked_share(
-        query: Query, weights: dict[str, float], unseen: Collection[str], kind: Callable[[str], bool]
-    ) -> float:
-        """IDF-weighted share of `Query.asking_words` that the corpus never uses (`unseen`) and are of `kind`.
-        Words of the question's identifiers do not count: an exception class, a key or a host is what the user
-        got or has; nor do quantities ("9am", "30s")."""
+    def _unknown_asked_foreign_share(self, query: Query, weights: dict[str, float], unseen: Collection[str]) -> float:
+        """`QueryEvidence.unknown_asked_foreign_share`, of `Query.asking_words`. Words of the question's identifiers
+        do not count: an exception class, a key or a host is what the user got or has."""
         asking = set(query.asking_words) & weights.keys()
         named = {token for identifier in query.identifiers for token in tokenize(identifier.name)}
-        chosen = [t for t in asking if t in unseen and t not in named and not t[0].isdigit() and kind(t)]
-        return sum(weights[t] for t in chosen) / (sum(weights[t] for t in asking) or 1.0)
+        foreign = [t for t in asking if t in unseen and t not in named and self._foreign(t)]
+        return sum(weights[t] for t in foreign) / (sum(weights[t] for t in asking) or 1.0)
 
     def _foreign(self, token: str) -> bool:
         """Neither the corpus nor the embedding model's vocabulary knows `token`: a word of another product. A
@@ -864,14 +853,6 @@ class Retriever:
             return False
         parts = [t for part in _NAME_PARTS.findall(word) for t in tokenize(part) if len(t) > 2]
         return not any(self._document_frequency(t) for t in parts)
-
-
-def rare_in_english(word: str) -> bool:
-    """Whether general English uses `word` less than once in a million words: not in `wordfreq`'s small English
-    list, whose cut-off that is (a name of several tokens is as frequent as its parts together make it). A
-    language resource, not a list of this domain's words: it tells "grafana" (1.2 on the Zipf scale) and
-    "postgres" (2.0) from "yesterday" (4.9) whatever the corpus."""
-    return wordfreq.zipf_frequency(word, "en", wordlist="small") == 0.0
 
 
 def _is_entry_of(record: dict, name: str) -> bool:

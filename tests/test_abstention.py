@@ -164,36 +164,6 @@ def test_a_name_of_several_words_the_corpus_never_writes_counts():
     assert _features(_ranked(about_consumers, [1.0], question=question))["asked_unknown_phrases"] == 0.0
 
 
-def test_asked_terms_rare_in_general_english_count():
-    """ "How do I authenticate Kafka clients through okta?" asks about a service the corpus never names."""
-    question = "How do I authenticate Kafka clients through okta?"
-    about_auth = [make_candidate("a", identifiers=("sasl.mechanism",))]
-    features = _features(_ranked(about_auth, [1.0], question=question, unknown_asked_rare_share=0.4))
-    assert features["asked_rare_terms"] == 0.4
-    assert _features(_ranked(about_auth, [1.0], question=question))["asked_rare_terms"] == 0.0
-
-
-def test_unknown_words_beside_an_error_a_top_passage_defines_are_the_users_stack():
-    """A client library named beside the error it printed asks about the error, which the corpus defines; the
-    same library named in a question that pastes nothing asks about the library."""
-    reported = (
-        "our confluent-kafka-go producer prints this after we create the topic:\n"
-        "ERROR Error while fetching metadata with correlation id 7 : {orders=LEADER_NOT_AVAILABLE}"
-    )
-    asked = "with confluent-kafka-go how do I retry on LEADER_NOT_AVAILABLE?"
-    defining = [make_candidate("a", identifiers=("leader_not_available",))]
-    elsewhere = [make_candidate("b", identifiers=("metadata.max.age.ms",))]
-    unknown = {"unknown_asked_rare_share": 0.4, "unknown_asked_foreign_share": 0.3}
-
-    def words_the_corpus_lacks(candidates, question):
-        features = _features(_ranked(candidates, [1.0], question=question, **unknown))
-        return features["asked_rare_terms"], features["asked_foreign_terms"]
-
-    assert words_the_corpus_lacks(defining, reported) == (0.0, 0.0)
-    assert words_the_corpus_lacks(elsewhere, reported) == (0.4, 0.3)
-    assert words_the_corpus_lacks(defining, asked) == (0.4, 0.3)
-
-
 def test_the_fit_inspects_with_a_model_that_weighs_no_feature():
     model = unfitted_abstention()
     assert model.features == ABSTENTION_FEATURES

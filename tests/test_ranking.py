@@ -72,7 +72,6 @@ def make_pool(
         "unknown_asked_identifier_share": 0.0,
         "unknown_asked_phrase_share": 0.0,
         "unknown_asked_foreign_share": 0.0,
-        "unknown_asked_rare_share": 0.0,
     } | evidence
     return CandidatePool(query, mode, tuple(candidates), QueryEvidence(**fields), {})
 

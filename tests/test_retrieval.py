@@ -15,7 +15,7 @@ from rag.errors import RetrievalError
 from rag.lexical import tokenize
 from rag.query import parse_query
 from rag.ranking import RANK_FEATURES, load_ranker, rank
-from rag.retrieval import FirstStage, Retriever, rare_in_english
+from rag.retrieval import FirstStage, Retriever
 from rag.units import build_units
 
 pytestmark = pytest.mark.slow
@@ -444,29 +444,6 @@ def test_a_word_of_no_vocabulary_in_the_asking_sentence_is_an_unknown_subject(re
     assert evidence("why does the consumer throw ZorblattLagException?").unknown_asked_foreign_share == 0.0
     # a compound of known words, and a quantity, are no other product's words
     assert evidence("how do I see which consumer groups are lag-free since 9am?").unknown_asked_foreign_share == 0.0
-
-
-def test_an_asked_word_rare_in_general_english_is_an_unknown_subject_whatever_the_model_knows(retriever, stage):
-    evidence = functools.partial(_evidence, retriever, stage)
-    # another service's name, and a rare word the model's vocabulary holds (which `_foreign` lets pass)
-    assert evidence("how do I set the consumer lag alert in grafana?").unknown_asked_rare_share > 0.0
-    place = evidence("how do I set the consumer lag alert from trondheim?")
-    assert place.unknown_asked_foreign_share == 0.0
-    assert place.unknown_asked_rare_share > 0.0
-    # an everyday word the seeds never use is no subject they lack
-    everyday = evidence("how do I see the consumer lag since yesterday?")
-    assert everyday.unknown_term_share > 0.0
-    assert everyday.unknown_asked_rare_share == 0.0
-    # outside the asking sentence, in an identifier, or a quantity: the user's setup, not the subject
-    assert evidence("we run grafana. how do I set the consumer lag alert?").unknown_asked_rare_share == 0.0
-    assert evidence("why does the consumer throw GrafanaLagException?").unknown_asked_rare_share == 0.0
-    assert evidence("how do I see which consumer groups lag since 9am?").unknown_asked_rare_share == 0.0
-
-
-def test_rare_in_english_reads_general_english_frequencies():
-    assert rare_in_english("grafana") and rare_in_english("redpanda")
-    assert not rare_in_english("yesterday") and not rare_in_english("recipe")
-    assert not rare_in_english("under-replicated")  # as frequent as its two words together
 
 
 def test_query_evidence_reads_unknown_words_names_and_identifiers(retriever, stage):
