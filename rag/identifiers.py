@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 # The class name alone (a package prefix would be rescanned from every word boundary: quadratic).
 _EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Exception|Error))\b")
@@ -179,6 +180,39 @@ def defined_identifiers(section_path: Sequence[str], text: str) -> frozenset[str
     for match in _ROW_HEAD.finditer(text):
         defined.update(extract_identifiers(match.group(0)))
     return frozenset(defined)
+
+
+# A JMX object name, `kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions`, with any keys after the
+# name (`…,name=MaxLag,clientId=Replica`): the metric is its `name=`, owned by what comes before it.
+_MBEAN = re.compile(r"(?<![\w.-])([a-z][\w.-]*:(?:[\w-]+=[^,\s]+,)*)name=([A-Za-z][\w-]*)(?:,[\w-]+=[^,\s]+)*")
+
+
+@dataclass(frozen=True)
+class MBean:
+    """A metric's JMX name, lower-cased: `owner` is its domain and the keys before `name`
+    (`kafka.server:type=replicafetchermanager,`), `name` the metric (`maxlag`). Two products may name a metric
+    alike under different owners."""
+
+    owner: str
+    name: str
+
+
+def mbeans_written(text: str) -> frozenset[MBean]:
+    """Every MBean that `text` writes out."""
+    return frozenset(MBean(m.group(1).lower(), m.group(2).lower()) for m in _MBEAN.finditer(text))
+
+
+def metric_entries(text: str) -> frozenset[MBean]:
+    """The MBeans whose entries `text`'s table rows are: a row with an MBean as one of its cells defines that
+    metric, as a row leading with an error defines the error (`defined_identifiers`). The Kafka docs' metrics
+    tables lead with a description ("# of under replicated partitions") and name the metric in the MBean cell."""
+    return frozenset(
+        MBean(match.group(1).lower(), match.group(2).lower())
+        for line in text.split("\n")
+        if " | " in line
+        for cell in line.split(" | ")
+        if (match := _MBEAN.fullmatch(cell.strip()))
+    )
 
 
 # A command-line option as the corpus's commands spell it: `--group billing`, `--topic=orders`.

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
-from rag.identifiers import extract_identifiers, is_plain_two_part
+from rag.identifiers import MBean, extract_identifiers, is_plain_two_part, mbeans_written, metric_entries
 from rag.index_store import LoadedIndex
 from rag.lexical import (
     bm25_scores,
@@ -156,6 +156,7 @@ class _PerRow:
 
     records: dict[int, dict]
     carried: dict[int, frozenset[str]]  # the question's identifiers and CamelCase names the row holds
+    defined: dict[int, frozenset[str]]  # its stored `defined`, and the asked metrics it is the entry of
     lexical: np.ndarray  # BM25 score of every row
     dense: dict[int, float]
     best_unit: dict[int, float]
@@ -275,6 +276,8 @@ class Retriever:
         rows = sorted({*dense_order, *lexical_order, *identifier_order, *unit_order})  # ascending reads from the maps
         records = self._records(rows)
         carried = {row: frozenset(records[row]["identifiers"]) | names_at.get(row, set()) for row in rows}
+        written = mbeans_written(query.text) if names else frozenset()
+        defined = {row: _defined(records[row], names_at.get(row, set()), written) for row in rows}
         dense_scores = np.asarray(self.index.vectors[rows], dtype=np.float32) @ query_vector
         dense_of = dict(zip(rows, dense_scores.tolist(), strict=True))
         unit_vectors = {row: self.index.unit_vectors(row) for row in rows}
@@ -290,7 +293,7 @@ class Retriever:
         )  # not the user's quoted 'my.topic', nor their `dc1.orders`
         evidence = self._query_evidence(query, errors, unknown_asked, names.keys(), spelt_names)
         matched_terms = self._matched_terms(rows, evidence.term_weights)
-        per_row = _PerRow(records, carried, lexical, dense_of, best_unit, first, matched_terms)
+        per_row = _PerRow(records, carried, defined, lexical, dense_of, best_unit, first, matched_terms)
         features = self._features(query, mode, order, per_row, evidence, stage, idf)
         pasted = {i.name for i in query.identifiers if i.place == "error"}
         named_errors = set(errors.values())
@@ -306,7 +309,7 @@ class Retriever:
                 identifiers=tuple(sorted(carried[row] & wanted)),
                 row=row,
                 continues_code=records[row]["continues_code"],
-                defines_pasted_error=_defines_pasted_error(set(records[row]["defined"]), pasted, named_errors),
+                defines_pasted_error=_defines_pasted_error(defined[row], pasted, named_errors),
             )
             for row, vector in zip(order, features, strict=True)
         )
@@ -668,7 +671,7 @@ class Retriever:
                     sum(weights[t] for t in per_row.matched_terms[row]) / total_weight,
                     _share(focus, per_row.carried[row]),
                     _share(context, per_row.carried[row]),
-                    1.0 if defining & set(per_row.records[row]["defined"]) else 0.0,
+                    1.0 if defining & per_row.defined[row] else 0.0,
                     float(self._position[row]),
                 )
             )
@@ -865,7 +868,27 @@ def _inverse_frequency(chunks: int, carriers: int) -> float:
     return math.log(1 + chunks / carriers)
 
 
-def _defines_pasted_error(defined: set[str], pasted: set[str], named_errors: set[str]) -> int:
+def _defined(record: Mapping[str, Any], names: Collection[str], written: Collection[MBean]) -> frozenset[str]:
+    """What the chunk defines: the identifiers stored at ingest (`defined_identifiers`), and those of the question's
+    CamelCase `names` it holds that one of its metrics table rows is the entry of (`metric_entries`; a metric name
+    is no identifier pattern's, so only the question tells which of the chunk's words to look for). Both sides as
+    their one BM25 token, the form `_carried_names` finds a name by. Where the question writes the metric's MBean
+    out, only the entry under the same owner is its: `MaxLag` of Confluent's cluster links is not the replica
+    fetcher's."""
+    stored = frozenset(record["defined"])
+    if not names:
+        return stored
+    entries = {
+        tokens[0]
+        for entry in metric_entries(record["text"])
+        if len(tokens := tokenize(entry.name)) == 1
+        and tokens[0] in names
+        and (entry in written or not any(w.name == entry.name for w in written))
+    }
+    return stored | entries
+
+
+def _defines_pasted_error(defined: frozenset[str], pasted: set[str], named_errors: set[str]) -> int:
     """`Candidate.defines_pasted_error` of a chunk that defines `defined`."""
     return 2 if defined & pasted & named_errors else 1 if defined & pasted else 0
 

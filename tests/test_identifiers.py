@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 
 from rag.identifiers import (
+    MBean,
     command_flags,
     error_names,
     extract_identifiers,
     is_plain_two_part,
+    mbeans_written,
+    metric_entries,
     phrase_names,
     run_together_names,
 )
@@ -123,6 +126,39 @@ def test_error_table_rows_define_their_codes():
     found = set(extract_identifiers(table))
     assert {"code:121", "code:-1", "code:7"} <= found
     assert "code:500" not in found and "code:3" not in found
+
+
+METRICS_TABLE = (
+    "Description | Mbean name | Normal value\n"
+    "# of under replicated partitions (|ISR| < |all replicas|) | "
+    "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions | 0\n"
+    "Max lag in messages btw follower and leader replicas | "
+    "kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica | lag should be proportional\n"
+    "Request rate | kafka.network:type=RequestMetrics,name=RequestsPerSec,request={Produce|FetchConsumer},"
+    "version=([0-9]+) | \n"
+    "The administrator can watch kafka.server:type=ReplicaManager,name=LeaderCount during the move."
+)
+
+
+def test_a_metrics_row_is_the_entry_of_the_mbean_in_its_cell_but_prose_naming_one_is_not():
+    """The docs' metrics tables lead with a description and name the metric only in the MBean cell; keys after
+    the name (`clientId`, `request`, `version`) belong to the cell, whatever characters their values hold."""
+    assert metric_entries(METRICS_TABLE) == {
+        MBean("kafka.server:type=replicamanager,", "underreplicatedpartitions"),
+        MBean("kafka.server:type=replicafetchermanager,", "maxlag"),
+        MBean("kafka.network:type=requestmetrics,", "requestspersec"),
+    }
+
+
+def test_an_mbean_written_anywhere_is_read_with_its_owner():
+    written = mbeans_written(
+        "kafka.server.link:type=ClusterLinkFetcherManager,name=MaxLag,clientId=ClusterLink shows 120k, "
+        "and (kafka.server:type=ReplicaManager,name=LeaderCount) dropped"
+    )
+    assert written == {
+        MBean("kafka.server.link:type=clusterlinkfetchermanager,", "maxlag"),
+        MBean("kafka.server:type=replicamanager,", "leadercount"),
+    }
 
 
 def test_stack_trace_identifiers():

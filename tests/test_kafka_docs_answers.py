@@ -13,6 +13,7 @@ import pytest
 from rag import Answer, Assistant
 from rag.index_store import read_chunk_table
 from rag.query import parse_query
+from rag.ranking import RANK_FEATURES
 from rag.retrieval import FirstStage
 from rag.units import build_units
 
@@ -510,6 +511,35 @@ def test_a_metric_asked_about_in_words_is_answered_from_its_row(docs, question, 
     time ms" from the controller's event queue."""
     answer = docs.ask(question)
     assert metric in answer.text.split("\n\n")[0], shown(answer)  # the metric's row leads
+
+
+@pytest.mark.parametrize(
+    ("question", "metric"),
+    [
+        ("IsrShrinksPerSec is non zero on one broker, should I worry?", "name=IsrShrinksPerSec"),
+        ("what's BytesInPerSec", "name=BytesInPerSec"),
+    ],
+    ids=["isr-shrinks", "bytes-in"],
+)
+def test_a_metric_named_alone_ranks_the_row_whose_mbean_cell_names_it_first(docs, question, metric):
+    """The row leads with a description ("ISR shrink rate") and names the metric only in its MBean cell, which
+    makes it the metric's entry; it ranked second to fifth, under prose and tables that mention replicas."""
+    assert metric in docs.search(question, k=5).passages[0].text, _passages(docs, question)
+
+
+def test_a_metric_written_out_under_another_owner_is_not_the_entry_of_the_docs_metric_of_its_name(docs):
+    """`MaxLag` is the replica fetcher's metric in the docs' table, and also one of Confluent's cluster links:
+    a question writing the cluster link's MBean out is not about the docs' row."""
+    index = RANK_FEATURES.index("defines_identifier")
+
+    def defining_rows(question: str) -> list[str]:
+        inspection = docs.inspect(question, k=20)
+        return [p.heading for p, features in inspection.candidates if features[index] and "name=MaxLag" in p.text]
+
+    assert defining_rows("kafka.server:type=ReplicaFetcherManager,name=MaxLag is at 50k on broker 3, is that bad?")
+    assert not defining_rows(
+        "kafka.server.link:type=ClusterLinkFetcherManager,name=MaxLag is at 50k on our DR cluster, is that bad?"
+    )
 
 
 def test_a_paste_no_error_row_defines_is_not_answered_with_other_rows_of_the_error_table(docs):
