@@ -31,7 +31,7 @@ from rag.lexical import tokenize
 from rag.passages import NOT_COVERED, Citation, Passage, merged
 from rag.query import Query, told_words
 from rag.ranking import Ranked
-from rag.retrieval import Candidate
+from rag.retrieval import Candidate, metric_tokens
 from rag.settings import Settings
 from rag.units import (
     EvidenceUnit,
@@ -686,9 +686,11 @@ def _with_their_entries(
 
 
 def _subject_names(lead: _Scored, candidates: tuple[Candidate, ...]) -> frozenset[str]:
-    """The identifiers the lead's heading path and the lead itself give (a row's name and its code)."""
+    """The identifiers the lead's heading path and the lead itself give (a row's name and its code), and the metric
+    a metrics row leads with names in its MBean cell (`metric_tokens`)."""
     passage = candidates[lead.candidate_index].passage
-    return frozenset(extract_identifiers(" ".join((*passage.section_path, lead.unit.text))))
+    names = extract_identifiers(" ".join((*passage.section_path, lead.unit.text)))
+    return frozenset(names).union(metric_tokens(lead.unit.text))
 
 
 def _carries(unit: _Scored, names: frozenset[str], ranked: Ranked) -> bool:

@@ -879,13 +879,17 @@ def _defined(record: Mapping[str, Any], names: Collection[str], written: Collect
     if not names:
         return stored
     entries = {
-        tokens[0]
-        for entry in metric_entries(record["text"])
-        if len(tokens := tokenize(entry.name)) == 1
-        and tokens[0] in names
-        and (entry in written or not any(w.name == entry.name for w in written))
+        token
+        for token, entry in metric_tokens(record["text"]).items()
+        if token in names and (entry in written or not any(w.name == entry.name for w in written))
     }
     return stored | entries
+
+
+def metric_tokens(text: str) -> dict[str, MBean]:
+    """The metrics whose entries `text`'s table rows are (`metric_entries`), each by its one BM25 token: the form a
+    question's CamelCase name is found by (`UnderReplicatedPartitions` is `underreplicatedpartition`)."""
+    return {tokens[0]: entry for entry in metric_entries(text) if len(tokens := tokenize(entry.name)) == 1}
 
 
 def _defines_pasted_error(defined: frozenset[str], pasted: set[str], named_errors: set[str]) -> int:

@@ -527,6 +527,14 @@ def test_a_metric_named_alone_ranks_the_row_whose_mbean_cell_names_it_first(docs
     assert metric in docs.search(question, k=5).passages[0].text, _passages(docs, question)
 
 
+def test_a_fact_about_a_metric_its_row_gives_is_not_padded_with_passages_that_do_not_name_it(docs):
+    """The metric's row names it only in its MBean cell; as the subject of the lead, that name keeps out other
+    passages' sentences that do not carry it ("security is optional", message format notes followed the row)."""
+    answer = docs.ask("IsrShrinksPerSec is non zero on one broker")
+    assert "name=IsrShrinksPerSec" in answer.text.split("\n\n")[0], shown(answer)
+    assert {c.marker for c in answer.citations} == {1}, shown(answer)
+
+
 def test_a_metric_written_out_under_another_owner_is_not_the_entry_of_the_docs_metric_of_its_name(docs):
     """`MaxLag` is the replica fetcher's metric in the docs' table, and also one of Confluent's cluster links:
     a question writing the cluster link's MBean out is not about the docs' row."""

@@ -12,10 +12,11 @@ import pytest
 
 from rag.chunking import lexical_text
 from rag.errors import RetrievalError
+from rag.identifiers import MBean
 from rag.lexical import tokenize
 from rag.query import parse_query
 from rag.ranking import RANK_FEATURES, load_ranker, rank
-from rag.retrieval import FirstStage, Retriever
+from rag.retrieval import FirstStage, Retriever, metric_tokens
 from rag.units import build_units
 
 pytestmark = pytest.mark.slow
@@ -169,6 +170,15 @@ def test_the_entry_of_a_setting_the_user_only_says_they_have_is_not_marked_as_de
     assert setup.focus_identifiers == {"commit.interval.ms"}  # still what the question names
     carriers = [c for c in pool.candidates if c.feature("focus_identifier") > 0]
     assert carriers and all(c.feature("defines_identifier") == 0.0 for c in pool.candidates)
+
+
+def test_a_metrics_row_is_the_entry_of_its_metric_by_the_token_a_question_finds_the_name_by():
+    """`UnderReplicatedPartitions` is searched as the BM25 token `underreplicatedpartition` (`_carried_names`)."""
+    row = "# of under replicated partitions | kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions | 0"
+    assert metric_tokens(row) == {
+        "underreplicatedpartition": MBean("kafka.server:type=replicamanager,", "underreplicatedpartitions")
+    }
+    assert metric_tokens("watch kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions closely") == {}
 
 
 def test_a_camel_case_name_the_corpus_holds_is_an_identifier_the_question_is_about(retriever, stage):
