@@ -523,7 +523,7 @@ def test_a_metric_asked_about_in_words_is_answered_from_its_row(docs, question, 
 )
 def test_a_metric_named_alone_ranks_the_row_whose_mbean_cell_names_it_first(docs, question, metric):
     """The row leads with a description ("ISR shrink rate") and names the metric only in its MBean cell, which
-    makes it the metric's entry; it ranked second to fifth, under prose and tables that mention replicas."""
+    makes it the metric's entry; both ranked second, under prose that mentions the metric or replicas."""
     assert metric in docs.search(question, k=5).passages[0].text, _passages(docs, question)
 
 
