@@ -1182,8 +1182,7 @@ def _score_units(
             continue  # a title, a pointer or half a sentence states nothing
         if unit is units[-1] and points_ahead(unit):
             continue  # a lead-in ending its chunk introduces what is not in it
-        # A row's words are its own: the lead-in and header it shares with the other rows of its table add none.
-        terms = frozenset(tokenize(unit.parts[-1] if unit.kind == "row" else unit.matched_text))
+        terms = frozenset(tokenize(unit.stated_text))
         overlap = sum(w for t, w in weights.items() if t in terms) / total
         identifiers = _identifiers_of(unit.matched_text) if focus or context else frozenset()
         named = bool(focus & identifiers)

@@ -122,6 +122,21 @@ class EvidenceUnit:
             return f"{self.subject}: {self.text}"
         return self.text
 
+    @property
+    def stated_text(self) -> str:
+        """The words the unit states itself, for telling what it adds to an answer: a row's own cells, not the
+        lead-in and header every row of its table shares; a setting entry's key, description and values, not
+        the labels every entry of its page repeats ("Type:", "Default:", "Valid Values:"), which would make a
+        second setting's entry look like news to no one (5 of its 16 words new, 9 of them labels)."""
+        if self.kind == "row":
+            return self.parts[-1]
+        if self.kind != "setting":
+            return self.matched_text
+        *described, rows = self.parts
+        values = [row.partition(" |")[2].strip() for row in rows.split("\n")]
+        stated = "\n".join([*described, *(value for value in values if value)])
+        return f"{self.subject}: {stated}" if self.subject.lower() not in stated.lower() else stated
+
 
 @dataclass(frozen=True)
 class _Span:

@@ -897,6 +897,35 @@ def test_another_pages_entry_of_a_setting_is_quoted_only_when_it_says_more(other
     assert further in draft.text, draft.text
 
 
+def test_a_second_settings_entry_is_news_by_its_own_words_not_the_labels_every_entry_repeats():
+    """The question "how often are consumer group offsets synced?" ranks `sync.group.offsets.enabled` first;
+    the entry of `sync.group.offsets.interval.seconds` ("Frequency of consumer group offset sync.") answers it.
+    Counting the labels (Type, Default, Valid Values, Importance), which no second entry can bring anew, it
+    brought too few new words to be shown."""
+    axes = _Axes()
+    enabled = make_candidate(
+        "enabled", section=("Configuration", "MirrorMaker Checkpoint Configs", "sync.group.offsets.enabled"),
+        source="mirror.html",
+        text="Whether to periodically write the translated offsets to __consumer_offsets topic in target cluster, as "
+        "long as no active consumers in that group are connected to the target cluster.\n\n"
+        "Type: | boolean\nDefault: | false\nValid Values: |\nImportance: | low",
+        unit_scores=(0.9,), unit_vectors=axes.take(1),
+    )  # fmt: skip
+    interval = make_candidate(
+        "interval", section=("Configuration", "MirrorMaker Checkpoint Configs", "sync.group.offsets.interval.seconds"),
+        source="mirror.html",
+        text="Frequency of consumer group offset sync.\n\n"
+        "Type: | long\nDefault: | 60\nValid Values: |\nImportance: | low",
+        unit_scores=(0.85,), unit_vectors=axes.take(1),
+    )  # fmt: skip
+    draft = extract_answer(
+        ranked([enabled, interval], "how often are consumer group offsets synced?"),
+        shape(max_units_fact=3, min_novelty=0.35),
+    )
+    _check(draft)
+    assert "`sync.group.offsets.interval.seconds`: Frequency of consumer group offset sync." in draft.text, draft.text
+
+
 def test_a_sentence_of_an_error_record_is_named_by_the_error_its_page_is_titled_by():
     """An error-knowledge record is titled by its error ("Kafka Error INVALID_RECORD_STATE") and its sentences never
     name it: "what does error code 121 mean?" was answered "The record state is invalid." alone."""

@@ -375,6 +375,15 @@ def test_an_answer_closes_with_the_settings_it_does_not_name_cited_to_their_entr
         assert f"`{key}`:" not in body, shown(answer)  # not a setting whose entry the answer shows
 
 
+def test_the_entry_that_answers_is_shown_after_another_settings_entry_that_leads(docs):
+    """`sync.group.offsets.enabled` ranks first; the interval's entry, next, says how often. It was left out as
+    bringing nothing new: its words were counted with the labels every entry repeats (Type, Default, ...)."""
+    answer = docs.ask("mm2 how often are consumer group offsets synced to the target")
+    entry = "`sync.group.offsets.interval.seconds`: Frequency of consumer group offset sync."
+    assert entry in answer.text, shown(answer)
+    assert "Default: 60" in answer.text, shown(answer)
+
+
 def test_a_question_that_asks_two_things_is_answered_on_both(docs):
     question = (
         "Our checkout service's producer throws BufferExhaustedException during flash sales. Which setting bounds "

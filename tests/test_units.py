@@ -567,6 +567,17 @@ def test_a_config_setting_keeps_its_key_description_and_default():
     assert "Default: | 2147483647" in second.text
 
 
+def test_what_a_setting_or_row_states_leaves_out_the_labels_and_header_it_shares():
+    acks, retries = [u for u in build_units(SETTINGS, heading="acks") if u.kind == "setting"]
+    assert acks.stated_text == (
+        "acks: The number of acknowledgments the producer requires. This controls durability.\nstring\nall\n"
+        "[all, -1, 0, 1]\nlow"
+    )
+    assert retries.stated_text.startswith("retries\nSetting a value") and "Default" not in retries.stated_text
+    row = next(u for u in build_units(ERRORS) if u.kind == "row" and u.subject == "INVALID_RECORD_STATE")
+    assert row.stated_text == row.parts[-1] and "Retriable" not in row.stated_text
+
+
 def test_the_rest_of_a_setting_description_stays_quotable():
     units = build_units(SETTINGS, heading="acks")
     assert [u.text for u in units if u.kind == "sentence"] == ["Keep it high."]
