@@ -9,11 +9,15 @@ parts of the golden files and calibrated to keep over-abstention on answerable q
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from rag.lexical import tokenize
+from rag.query import Query
 from rag.ranking import LinearModel, Ranked, model_paths
+from rag.retrieval import Candidate
 
 ABSTENTION_FEATURES = (
     "top_score",  # the learned ranking score of the first passage
@@ -41,6 +45,8 @@ ABSTENTION_FEATURES = (
     # together ("Which REST Proxy property …?"), though it may use each word
     "asked_foreign_terms",  # IDF-weighted share of the asking sentences' terms neither the corpus nor the model's
     # vocabulary knows: a product named in lower case ("… tiered storage on redpanda?")
+    "asked_names_off_top",  # share of the asking sentences' names whose words no top passage holds, known to the
+    # corpus or not: a product it mentions in passing ("RabbitMQ", "Event Hubs") is not what its passages are about
 )
 TOP_PASSAGES = 3
 ABSTENTION_PATH = model_paths()["abstention"]
@@ -76,7 +82,19 @@ def abstention_features(ranked: Ranked) -> tuple[float, ...]:
         evidence.unknown_asked_identifier_share,
         evidence.unknown_asked_phrase_share,
         evidence.unknown_asked_foreign_share,
+        _names_off_top(ranked.pool.query, top),
     )
+
+
+def _names_off_top(query: Query, top: Sequence[Candidate]) -> float:
+    """Of the names the asking sentences use (`Query.asked_names`; not a capitalised first word, which is a name
+    only when the corpus lacks it, nor one of the user's own resources), the share none of `top` holds whole."""
+    names = [
+        words
+        for name in query.asked_names
+        if name not in query.opening_names and (words := frozenset(tokenize(name))) and not words <= query.own_terms
+    ]
+    return sum(not any(words <= c.matched_terms for c in top) for words in names) / len(names) if names else 0.0
 
 
 def unfitted_abstention() -> LinearModel:

@@ -164,6 +164,22 @@ def test_a_name_of_several_words_the_corpus_never_writes_counts():
     assert _features(_ranked(about_consumers, [1.0], question=question))["asked_unknown_phrases"] == 0.0
 
 
+def test_a_name_the_asking_sentence_uses_counts_when_no_top_passage_holds_it():
+    """ "RabbitMQ: how do I set a message TTL …?" is about a product the corpus may mention in passing, but not in
+    the passages about message TTLs that answer it; a name a top-three passage holds does not count, nor does a
+    sentence's capitalised first word ("How")."""
+    question = "RabbitMQ: how do I set a message TTL on a group of queues with a policy?"
+    about_ttl = [make_candidate("a", matched_terms=frozenset({"ttl", "message"})), make_candidate("b")]
+    assert _features(_ranked(about_ttl, [2.0, 1.0], question=question))["asked_names_off_top"] == 0.5
+    fourth = [*about_ttl, make_candidate("c"), make_candidate("d", matched_terms=frozenset({"rabbitmq"}))]
+    assert _features(_ranked(fourth, [4, 3, 2, 1], question=question))["asked_names_off_top"] == 0.5
+    held = [make_candidate("a", matched_terms=frozenset({"ttl", "rabbitmq"}))]
+    assert _features(_ranked(held, [1.0], question=question))["asked_names_off_top"] == 0.0
+    opener = "How do I configure rack awareness in Kafka?"
+    about_kafka = [make_candidate("a", matched_terms=frozenset({"kafka", "rack"}))]
+    assert _features(_ranked(about_kafka, [1.0], question=opener))["asked_names_off_top"] == 0.0
+
+
 def test_the_fit_inspects_with_a_model_that_weighs_no_feature():
     model = unfitted_abstention()
     assert model.features == ABSTENTION_FEATURES
