@@ -1177,12 +1177,15 @@ def _score_units(
     text = candidate.passage.text
     block_end = leading_block_end(text, candidate.continues_code) if candidate.block_intro is not None else 0
     entry = _entry_position(units, heading)
+    shared = _shared_row_words(units)
     for unit, similarity, vector in zip(units, candidate.unit_scores.tolist(), candidate.unit_vectors, strict=True):
         if is_title(unit) or refers_elsewhere(unit) or stops_mid_sentence(unit):
             continue  # a title, a pointer or half a sentence states nothing
         if unit is units[-1] and points_ahead(unit):
             continue  # a lead-in ending its chunk introduces what is not in it
         terms = frozenset(tokenize(unit.stated_text))
+        if unit.kind == "row":
+            terms -= shared[unit.parts[:-1]]
         overlap = sum(w for t, w in weights.items() if t in terms) / total
         identifiers = _identifiers_of(unit.matched_text) if focus or context else frozenset()
         named = bool(focus & identifiers)
@@ -1216,6 +1219,22 @@ def _score_units(
 
 
 @functools.lru_cache(maxsize=256)
+def _shared_row_words(units: Sequence[EvidenceUnit]) -> dict[tuple[str, ...], frozenset[str]]:
+    """For each table among `units` (rows under one lead-in and header), the words at least half of its rows,
+    and two or more, say: "The number of … as observed by this Controller" and the MBean prefix are in every
+    row of the controller's metrics, and count as no row's own, so that the Global Partition Count row after the
+    Offline Partition Count one is not taken for a restatement of it."""
+    tables: dict[tuple[str, ...], list[frozenset[str]]] = collections.defaultdict(list)
+    for unit in units:
+        if unit.kind == "row":
+            tables[unit.parts[:-1]].append(frozenset(tokenize(unit.stated_text)))
+    shared = {}
+    for key, rows in tables.items():
+        counts = collections.Counter(word for row in rows for word in row)
+        shared[key] = frozenset(w for w, n in counts.items() if n >= 2 and n >= len(rows) / 2)
+    return shared
+
+
 def _units_of(text: str, heading: str, continues_code: bool) -> tuple[EvidenceUnit, ...]:
     """`build_units`, once per passage: the question and each of its asks score the same passages' units."""
     return tuple(build_units(text, heading, continues_code))

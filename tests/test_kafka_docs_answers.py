@@ -522,6 +522,14 @@ def test_a_metric_asked_about_in_words_is_answered_from_its_row(docs, question, 
     assert metric in answer.text.split("\n\n")[0], shown(answer)  # the metric's row leads
 
 
+def test_the_rows_a_question_asks_for_are_shown_though_they_share_most_words_with_the_first(docs):
+    """The controller's metrics rows all say "The number of … as observed by this Controller" under the same
+    MBean prefix: counted as their own words, the Global Topic Count row was no news after the Offline Partition
+    Count row, and rows about errors and replica imbalance were shown instead."""
+    answer = docs.ask("which controller metrics show how many topics and partitions the cluster has?")
+    assert "name=GlobalTopicCount" in answer.text, shown(answer)
+
+
 @pytest.mark.parametrize(
     ("question", "metric"),
     [
