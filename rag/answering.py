@@ -534,12 +534,12 @@ def _names_apart(unit: _Scored, other: _Scored) -> bool:
     """Each of two units names an identifier the other does not: the items of a list of changes ("The
     `topics.blacklist` was removed …", the same for `groups.blacklist`) read alike but for their names, and state
     different facts. One that only adds a name (another page's entry of the same setting, with its default's
-    path) does not stand apart from the other; nor do two settings' entries: the sibling settings an answer
-    does not quote close it, named with their defaults (`_with_related_settings`). Two command listings stand
-    apart by their long options too: "--alter --add-config log.cleaner.threads=2" and "--alter --delete-config
-    log.cleaner.threads" share nearly every word."""
+    path) does not stand apart from the other. Two settings' entries stand apart by their keys alone: the
+    entries of `log.cleaner.io.buffer.size` and `log.cleaner.dedupe.buffer.size` read alike but for them and
+    their defaults. Two command listings stand apart by their long options too: "--alter --add-config
+    log.cleaner.threads=2" and "--alter --delete-config log.cleaner.threads" share nearly every word."""
     if unit.unit.kind == other.unit.kind == "setting":
-        return False
+        return unit.unit.subject.lower() != other.unit.subject.lower()
     mine, theirs = _identifiers_of(unit.unit.matched_text), _identifiers_of(other.unit.matched_text)
     if unit.unit.kind == other.unit.kind == "code":  # `--add-config` and `--delete-config` are two operations
         mine, theirs = mine | _flags_of(unit.unit.matched_text), theirs | _flags_of(other.unit.matched_text)

@@ -926,6 +926,29 @@ def test_a_second_settings_entry_is_news_by_its_own_words_not_the_labels_every_e
     assert "`sync.group.offsets.interval.seconds`: Frequency of consumer group offset sync." in draft.text, draft.text
 
 
+def test_the_entries_of_two_settings_that_read_alike_stand_apart_by_their_keys():
+    """ "How much memory do the log cleaner threads use for their i/o buffers, apart from the dedupe buffer?"
+    ranks the dedupe buffer's entry first; the I/O buffer's entry, which answers it, says the same but for its
+    key, default and type (4 of its 17 words new), and was left out as no news."""
+    axes = _Axes()
+    rows = "\n\nType: | {0}\nDefault: | {1}\nValid Values: |\nImportance: | medium\nUpdate Mode: | cluster-wide"
+    dedupe = make_candidate(
+        "dedupe", section=("Configuration", "Broker Configs", "log.cleaner.dedupe.buffer.size"), source="broker.html",
+        text="The total memory used for log deduplication across all cleaner threads" + rows.format("long", 134217728),
+        unit_scores=(0.95,), unit_vectors=axes.take(1),
+    )  # fmt: skip
+    io = make_candidate(
+        "io", section=("Configuration", "Broker Configs", "log.cleaner.io.buffer.size"), source="broker.html",
+        text="The total memory used for log cleaner I/O buffers across all cleaner threads"
+        + rows.format("int", 524288),
+        unit_scores=(0.9,), unit_vectors=axes.take(1),
+    )  # fmt: skip
+    question = "how much memory do the log cleaner threads use for their i/o buffers?"
+    draft = extract_answer(ranked([dedupe, io], question), shape(max_units_fact=3, min_novelty=0.35))
+    _check(draft)
+    assert "`log.cleaner.io.buffer.size`: The total memory used for log cleaner I/O buffers" in draft.text, draft.text
+
+
 def test_a_sentence_of_an_error_record_is_named_by_the_error_its_page_is_titled_by():
     """An error-knowledge record is titled by its error ("Kafka Error INVALID_RECORD_STATE") and its sentences never
     name it: "what does error code 121 mean?" was answered "The record state is invalid." alone."""

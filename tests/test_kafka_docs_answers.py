@@ -356,9 +356,11 @@ RELATED_MENTION = re.compile(r"`([^`]+)`(?: \((default (.+?)|no default)\))? \[(
         # session's adapter answers the earlier examples, "how long does the group coordinator keep committed
         # offsets of an empty group?", with the setting's own entry, which leaves nothing for this line; since
         # the fifty-second session's new-passage weight, so is "how do I make sure a message is written to all
-        # replicas …?" with `min.insync.replicas`'s: `test_an_answer_quotes_the_best_of_the_next_passage_too`.)
+        # replicas …?" with `min.insync.replicas`'s: `test_an_answer_quotes_the_best_of_the_next_passage_too`;
+        # since the sixty-fifth session, when two settings' entries stand apart by their keys, "how often does
+        # MirrorMaker 2 copy consumer group offsets …?" quotes `emit.checkpoints.enabled`'s entry whole.)
         ("what controls how big a producer batch can get?", "max.request.size"),
-        ("how often does MirrorMaker 2 copy consumer group offsets to the other cluster?", "emit.checkpoints.enabled"),
+        ("what decides when a follower drops out of the ISR?", "replica.lag.time.max.ms"),
     ],
 )  # fmt: skip
 def test_an_answer_closes_with_the_settings_it_does_not_name_cited_to_their_entries(docs, question, setting):
