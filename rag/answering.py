@@ -311,12 +311,15 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         query.intent == "fact"
         and focus
         and not query.setup_identifiers
+        and (not query.asking_words or focus & (query.asked | frozenset(query.asking_words)))
         and focus <= (subject := _subject_names(lead, ranked.candidates))
     ):
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
         # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121). Not when
         # the question names the user's setup ("partitioner.class=… for years: is there a better way?"): the
-        # lead may then be their setting's entry, and the answer another's.
+        # lead may then be their setting's entry, and the answer another's. Nor when only the user's story
+        # names the thing and the asking sentences ask something else ("before consumers hit
+        # max.poll.interval.ms we'd like a warning. which consumer metric tracks the gap between polls?").
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
     # Held right after the lead: the entry of each other setting or error the user asks about, and the best
     # unit for each of the question's asks.
