@@ -57,7 +57,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "unit_action_weight": (0.0, 0.05, 0.1, 0.2, 0.3),
     "unit_ask_min": (0.6, 0.7, 0.8, 0.9, 1.0, 9.0),  # 9.0: never
     "unit_floor": (0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45),
-    "answer_max_chars": (850, 900, 950, 1000, 1050),  # the rendered answer's bound, markers and headings included
+    "answer_max_chars": (850, 900, 925, 950, 1000, 1050),  # the rendered answer's bound, markers and headings included
     "related_settings_max": (0, 1, 2, 3, 4),
     "related_settings_depth": (2, 3, 5, 8),
     "related_settings_max_chars": (600, 700, 800, 860, 950),

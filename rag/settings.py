@@ -127,7 +127,7 @@ class Settings:
     # characters: concise by construction on any mix of questions (a limit on the tuning parts' median alone
     # let the test parts' answers run longer). Chosen by `evals/tune_answers.py --only answer_max_chars`:
     # the largest bound whose tuning-part medians stay within 860 characters.
-    answer_max_chars: int = 950
+    answer_max_chars: int = 925
     # Setting entries among the first passages that the answer does not quote, named after it with their defaults,
     # as many as keep it within related_settings_max_chars (`rag.answering._with_related_settings`). Chosen by
     # `evals/tune_answers.py --only related_settings_max related_settings_depth related_settings_max_chars`
