@@ -1222,11 +1222,12 @@ def _score_units(
 
 
 @functools.lru_cache(maxsize=256)
-def _shared_row_words(units: Sequence[EvidenceUnit]) -> dict[tuple[str, ...], frozenset[str]]:
+def _shared_row_words(units: tuple[EvidenceUnit, ...]) -> dict[tuple[str, ...], frozenset[str]]:
     """For each table among `units` (rows under one lead-in and header), the words at least half of its rows,
-    and two or more, say: "The number of … as observed by this Controller" and the MBean prefix are in every
-    row of the controller's metrics, and count as no row's own, so that the Global Partition Count row after the
-    Offline Partition Count one is not taken for a restatement of it."""
+    and two or more, say: "The number of … as observed by this Controller" and the MBean prefix are in every row
+    of the controller's metrics, and count as no row's own, so that the Global Partition Count row after the
+    Offline Partition Count one is not taken for a restatement of it. Once per passage, as `_units_of`; the
+    result is shared, so read only."""
     tables: dict[tuple[str, ...], list[frozenset[str]]] = collections.defaultdict(list)
     for unit in units:
         if unit.kind == "row":
@@ -1238,6 +1239,7 @@ def _shared_row_words(units: Sequence[EvidenceUnit]) -> dict[tuple[str, ...], fr
     return shared
 
 
+@functools.lru_cache(maxsize=256)
 def _units_of(text: str, heading: str, continues_code: bool) -> tuple[EvidenceUnit, ...]:
     """`build_units`, once per passage: the question and each of its asks score the same passages' units."""
     return tuple(build_units(text, heading, continues_code))

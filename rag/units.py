@@ -126,8 +126,9 @@ class EvidenceUnit:
     def stated_text(self) -> str:
         """The words the unit states itself, for telling what it adds to an answer: a row's own cells, not the
         lead-in and header every row of its table shares; a setting entry's key, description and values, not
-        the labels every entry of its page repeats ("Type:", "Default:", "Valid Values:"), which would make a
-        second setting's entry look like news to no one (5 of its 16 words new, 9 of them labels)."""
+        the labels every entry of its page repeats ("Type:", "Default:", "Valid Values:"): counted, they made
+        a second setting's entry read as no news (5 of 16 words new for `sync.group.offsets.interval.seconds`
+        after `sync.group.offsets.enabled`)."""
         if self.kind == "row":
             return self.parts[-1]
         if self.kind != "setting":
