@@ -36,6 +36,7 @@ from rag.settings import Settings
 from rag.units import (
     EvidenceUnit,
     build_units,
+    continued_block_end,
     defines,
     has_no_default,
     is_lead_in_sentence,
@@ -237,6 +238,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # passage, not by a first passage that only mentions it (a table of ISR metrics).
     defining = [u for u in scored if defines(u.unit, query.defined)]
     lead_pool = [u for u in named if u.candidate_index == 0] or named or defining or lead_pool
+    # The tail of a fenced block whose opening is in an earlier chunk (the last options of a tool's help text)
+    # is a fragment without its start or lead-in: it may follow, not lead.
+    lead_pool = [u for u in lead_pool if not _block_tail(u, ranked.candidates)] or lead_pool
     lead = max(lead_pool, key=lambda u: u.score)
     # A follow-up asks for something new: what the last answer said leads it only when nothing else of the pool
     # rises over the floor within `told_max_gap` of it (it may still follow the lead).
@@ -1270,6 +1274,17 @@ def _bucket(unit: EvidenceUnit) -> str:
     if _CHECK.search(unit.text):
         return "check"
     return "cause"
+
+
+def _block_tail(unit: _Scored, candidates: tuple[Candidate, ...]) -> bool:
+    """The unit is code its chunk begins with, inside a fenced block opened in an earlier chunk."""
+    candidate = candidates[unit.candidate_index]
+    text = candidate.passage.text
+    return (
+        candidate.continues_code
+        and unit.unit.kind == "code"
+        and 0 <= text.find(unit.unit.parts[-1]) < continued_block_end(text)
+    )
 
 
 def _carried(unit: _Scored, candidates: tuple[Candidate, ...]) -> bool:

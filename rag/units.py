@@ -872,6 +872,13 @@ def leading_block_end(text: str, continues_code: bool = False) -> int:
     return end
 
 
+def continued_block_end(text: str) -> int:
+    """Where the content of the fenced block that `text` begins inside (a chunk whose `continues_code`: the
+    block opened in an earlier chunk) ends."""
+    lines = _scan(text, continues_code=True)
+    return lines[0].end if lines and lines[0].kind == "fence" else 0
+
+
 def with_block_lead_in(unit: EvidenceUnit, lead_in: str) -> EvidenceUnit:
     """An item of a list begun in an earlier chunk, as a list unit under that list's lead-in; a code block
     whose lead-in ends the earlier chunk, under that lead-in."""

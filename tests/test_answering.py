@@ -207,6 +207,29 @@ def test_items_of_a_list_an_earlier_chunk_began_are_shown_under_its_lead_in_cite
     ]
 
 
+def test_the_tail_of_a_code_block_an_earlier_chunk_opened_follows_the_lead_and_does_not_lead():
+    """ "can I delete records older than an offset from a topic?" was led by the last options of the reset tool's
+    help text: the chunk began inside its fenced block, so the answer opened mid-sentence, with no command."""
+    text = (
+        "                  to delete. Must be a subset of the topics.\n"
+        "--shift-by <Long>   Reset offsets shifting current offset by n.\n"
+        "```\n\n"
+        "The reset tool rewinds the input topics of a Streams application."
+    )
+    units = build_units(text, "Heading", continues_code=True)
+    assert [u.kind for u in units] == ["code", "sentence"]
+    top = dataclasses.replace(
+        make_candidate(
+            "top", text=text, unit_scores=(0.9, 0.6), unit_vectors=_Axes().take(2), section=("Doc", "Heading")
+        ),
+        continues_code=True,
+    )
+    draft = extract_answer(ranked([top], FACT), shape(max_units_fact=2))
+    _check(draft)
+    assert draft.text.startswith("The reset tool rewinds the input topics of a Streams application. [1]")
+    assert "--shift-by <Long>" in draft.text  # it may follow
+
+
 def test_a_title_line_is_never_quoted_even_when_it_scores_best():
     """A title states nothing: the answer leads with the best statement under it."""
     axes = _Axes()

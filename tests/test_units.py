@@ -15,6 +15,7 @@ from rag.units import (
     EvidenceUnit,
     before_closing_block,
     build_units,
+    continued_block_end,
     defines,
     inside_fence,
     is_log,
@@ -973,3 +974,9 @@ def test_a_sentence_ending_in_a_comma_stops_mid_sentence():
         "If you want to use static membership,\n- Upgrade the brokers.\n- Set the id.", "Static membership"
     )
     assert [stops_mid_sentence(u) for u in units] == [True, False, False]
+
+
+def test_the_end_of_a_fenced_block_a_chunk_begins_inside_is_where_its_content_ends():
+    text = "  --shift-by <Long>  shift offsets\n--to-latest  reset to latest\n```\n\nAfter the block."
+    assert text[: continued_block_end(text)] == "  --shift-by <Long>  shift offsets\n--to-latest  reset to latest"
+    assert continued_block_end("--to-latest  reset to latest") == len("--to-latest  reset to latest")  # runs on
