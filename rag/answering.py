@@ -129,7 +129,7 @@ class _Scored:
     bucket: str
     entry: int = -1  # the position of the setting entry this unit belongs to in its passage, its own when it is one
     size: int = 0  # characters the unit takes in the rendered answer: its words, names, labels, marker, blank line
-    faint: bool = False  # below `AnswerShape.floor` and naming nothing the question is about
+    faint: bool = False  # below `AnswerShape.floor`, naming nothing the question is about, not what a how-to asks to do
 
 
 HEADINGS_CHARS = 60  # the troubleshooting layout's part headings: the two longest take 52 with their blank lines
@@ -1222,7 +1222,9 @@ def _score_units(
         size = len(render_unit(with_table_header(unit, candidate.table_header), index + 1)) + len("\n\n")
         if belongs >= 0 and unit.kind == "sentence":
             size += len(f"`{heading}`: ")  # may be named by its heading (`_render`)
-        faint = similarity < shape.floor and not named
+        # What to do is never faint in answer to how to do it: a config line's cosine with the user's words is low
+        # ("how do i make kafka spread replicas over the zones?" and `broker.rack=my-rack-id`).
+        faint = similarity < shape.floor and not named and not (query.how_to and bucket == "do")
         scored.append(_Scored(index, unit, vector, score, terms, bucket, belongs, size, faint))
     return scored
 

@@ -142,6 +142,23 @@ def test_a_how_to_question_raises_what_to_do(question, shown):
     assert shown in _units(draft.text)[1], draft.text
 
 
+@pytest.mark.parametrize(
+    ("question", "shown"),
+    [
+        ("how do I make kafka spread replicas over the zones?", "broker.rack=my-rack-id"),
+        ("does kafka spread replicas over the zones?", "The algorithm used"),
+    ],
+)
+def test_what_to_do_is_never_faint_in_answer_to_how_to_do_it(question, shown):
+    """The config line that sets `broker.rack` has a low cosine with "how do i make kafka spread replicas over the
+    zones?": under the floor, it was quoted only beside a chosen unit, and the sentence between kept it apart."""
+    text = RACKS.replace(
+        "different racks. ", "different racks. This extends the guarantees Kafka provides for broker failure. "
+    )
+    draft = _answer_from(text, [0.9, 0.3, 0.6, 0.7], question, max_units_fact=2, action_weight=0.2, floor=0.65)
+    assert shown in _units(draft.text)[1], draft.text
+
+
 def test_the_lead_is_the_best_unit_of_the_best_ranked_passage():
     axes = _Axes()
     top = candidate(axes, "top", FIX, [0.3, 0.6, 0.2])
