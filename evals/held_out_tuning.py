@@ -10,8 +10,10 @@ than it is for a new question. The half indexes are built with the two adapters 
 fits without each half of the tuning questions. Here each tuning question is asked of the one that did not
 see it, with the shipped ranker, abstention and answer settings, and scored as `kafka-rag eval` scores it.
 The report (`evals/reports/held_out_tuning.md`) gives these figures beside the served index's, per golden
-file: the held-out ones are the figures to compare a change to ranking, abstention or answers by. Test-part
-ids are never read.
+file: the held-out ones are the figures to compare a change to ranking, abstention or answers by. Only the
+adapter is held out: the ranker and the abstention were fitted on every tuning question too, so a refit of
+either is in-sample here and looks better than it is for a new question (judge it by its script's
+cross-validation, `evals/fit_ranker.py`, `evals/fit_abstention.py`). Test-part ids are never read.
 
 To judge a change question by question: run with `--held-out-only --outcomes before.json` on the old code,
 then `--held-out-only --outcomes after.json --against before.json` on the new; the second run prints the
