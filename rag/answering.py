@@ -1049,14 +1049,12 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     """The unit is the entry of a setting, error or row the question names (`acks`, `linger.ms`, `code:121`).
     A row is named by its own error code as well as by its first cell: "error code 25" asks for the
     `UNKNOWN_MEMBER_ID | 25 | …` row; and by a one-word name in any cell, such as the MBean of a metric
-    ("# of under minIsr partitions | kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount | 0").
-    A follow-up names what its own words name: the setting an earlier turn named, which its search carries,
-    is named only as the conversation's subject (`Query.focus_identifiers`, "what's its default?")."""
+    ("# of under minIsr partitions | kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount | 0")."""
     if not unit.subject:
         return False
     subject_tokens = tokenize(unit.subject)
-    named = _runs_in(subject_tokens, query.own_tokens) and _spelt_in(unit.subject, query.own_text)
-    return (bool(subject_tokens) and named) or bool(_named_by(unit, query))
+    named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
+    return named or bool(_named_by(unit, query))
 
 
 def _named_by(unit: EvidenceUnit, query: Query) -> frozenset[str]:
