@@ -874,6 +874,25 @@ def test_an_error_row_that_leads_by_its_words_is_shown_without_the_rows_of_other
     ], draft.text
 
 
+def test_a_follow_up_that_points_back_is_answered_by_the_entry_of_what_the_conversation_named():
+    """After "my producer gets NOT_ENOUGH_REPLICAS", "is that retriable?" asks about that error: its row leads,
+    though another error's row scores higher (a reverted change, which read only the follow-up's own words, let
+    the higher row lead: NOT_ENOUGH_REPLICAS_AFTER_APPEND's, on the Kafka docs)."""
+    axes = _Axes()
+    table = _error_table(axes, (0.5, 0.9, 0.6))
+    history = [
+        {"role": "user", "content": "my producer gets NOT_ENOUGH_REPLICAS"},
+        {"role": "assistant", "content": "Too few in-sync replicas. [1]"},
+    ]
+    question = "is that retriable?"
+    query = parse_query(question, history)
+    assert query.followup and "not_enough_replicas" in query.text.lower(), query.text
+    pool = dataclasses.replace(make_pool([table], question=question), query=query)
+    draft = extract_answer(Ranked(pool, (table,), (1.0,)), shape(max_units_fact=2))
+    _check(draft)
+    assert _units(draft.text)[0].startswith("`NOT_ENOUGH_REPLICAS` (Code: 19 · Retriable: True)"), draft.text
+
+
 def test_a_row_the_question_names_still_answers_it_beside_its_error():
     axes = _Axes()
     table = _error_table(axes, (0.5, 0.6, 0.9))
