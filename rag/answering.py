@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.identifiers import extract_identifiers
+from rag.identifiers import extract_identifiers, mbeans_written, metric_entries
 from rag.lexical import tokenize
 from rag.passages import NOT_COVERED, Citation, Passage, merged
 from rag.query import Query, told_words
@@ -506,8 +506,10 @@ def _admitted(
     # Its words may all be in the answer when only its names are new: "The `groups.blacklist` was removed …
     # Please use `groups.exclude` instead." after the same sentence about `topics.blacklist`.
     new_terms = unit.terms - seen_terms
-    apart = all(_names_apart(unit, other) for other in chosen) or (
-        unit.unit.kind == "row" and bool(new_terms & question_terms)
+    apart = (
+        all(_names_apart(unit, other) for other in chosen)
+        or (unit.unit.kind == "row" and bool(new_terms & question_terms))
+        or _new_metric(unit, chosen)
     )
     if not (named or apart) and (not unit.terms or len(new_terms) / len(unit.terms) < shape.min_novelty):
         return [], 0  # adds no fact the answer does not already state
@@ -523,6 +525,16 @@ def _admitted(
     if cost > room or (before and len(chosen) + 2 > limit):
         return [], 0
     return ([dataclasses.replace(before, bucket=unit.bucket)] if before else []) + [unit], cost
+
+
+def _new_metric(unit: _Scored, chosen: list[_Scored]) -> bool:
+    """`unit` is the row of a metric whose MBean no chosen unit writes: the rows of a metrics table share their
+    words but for the metric's name (the LeaderCount row after the PartitionCount and ReassigningPartitions
+    ones: "… counts | kafka.server:type=ReplicaManager,name=… | mostly even across brokers")."""
+    if unit.unit.kind != "row":
+        return False
+    written = {mbean for other in chosen for mbean in mbeans_written(other.unit.matched_text)}
+    return bool(metric_entries(unit.unit.matched_text) - written)
 
 
 def _same_items(unit: _Scored, other: _Scored) -> bool:

@@ -1116,6 +1116,36 @@ def test_a_row_whose_mbean_holds_the_name_the_question_is_about_leads():
     assert draft.text.startswith("`# of under minIsr partitions (|ISR| < min.insync.replicas)` (Normal value: 0)")
 
 
+REPLICA_MANAGER_METRICS = (
+    "Description | Mbean name | Normal value\n"
+    "Partition counts | kafka.server:type=ReplicaManager,name=PartitionCount | mostly even across brokers\n"
+    "Offline Replica counts | kafka.server:type=ReplicaManager,name=OfflineReplicaCount | 0\n"
+    "Leader replica counts | kafka.server:type=ReplicaManager,name=LeaderCount | mostly even across brokers\n"
+    "Number of reassigning partitions | kafka.server:type=ReplicaManager,name=ReassigningPartitions | "
+    "The number of reassigning leader partitions on a broker.\n"
+    "ISR shrink rate | kafka.server:type=ReplicaManager,name=IsrShrinksPerSec | If a broker goes down, ISR for "
+    "some of the partitions will shrink.\n"
+    "Under replicated partitions | kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions | 0"
+)
+
+
+def test_a_metrics_row_is_news_by_its_mbean_when_its_words_are_all_said():
+    """After the partition, offline replica and reassigning partitions rows and a sentence about JMX, the Leader replica
+    counts row says no word the answer lacks but its MBean's name: it is the metric asked for, and it was left
+    out as no news."""
+    jmx = candidate(
+        _Axes(),
+        "remote",
+        "You can enable remote monitoring using JMX by setting the environment variable JMX_PORT for processes "
+        "started using the CLI.",
+        [0.82],
+    )
+    table = candidate(_Axes(), "ops", REPLICA_MANAGER_METRICS, [0.9, 0.86, 0.8, 0.85, 0.4, 0.3], heading="Common monitoring metrics")
+    question = "which jmx bean shows how many partitions each broker is currently leader for?"
+    draft = extract_answer(ranked([table, jmx], question), shape(max_units_fact=5, min_novelty=0.35))
+    _check(draft)
+    assert "name=LeaderCount" in draft.text, draft.text
+
 INSERT_HEADER = (
     "Add a header to each record.\n\n"
     "header\nThe name of the header.\nType: | string\nDefault: |\nValid Values: | non-null string\n"
