@@ -1140,11 +1140,13 @@ def test_a_metrics_row_is_news_by_its_mbean_when_its_words_are_all_said():
         "started using the CLI.",
         [0.82],
     )
-    table = candidate(_Axes(), "ops", REPLICA_MANAGER_METRICS, [0.9, 0.86, 0.8, 0.85, 0.4, 0.3], heading="Common monitoring metrics")
+    scores = [0.9, 0.86, 0.8, 0.85, 0.4, 0.3]
+    table = candidate(_Axes(), "ops", REPLICA_MANAGER_METRICS, scores, heading="Common monitoring metrics")
     question = "which jmx bean shows how many partitions each broker is currently leader for?"
     draft = extract_answer(ranked([table, jmx], question), shape(max_units_fact=5, min_novelty=0.35))
     _check(draft)
     assert "name=LeaderCount" in draft.text, draft.text
+
 
 INSERT_HEADER = (
     "Add a header to each record.\n\n"
