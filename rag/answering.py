@@ -138,6 +138,7 @@ MAX_LEANING_BACK = 2  # sentences a leaning sentence brings before it, one leani
 MAX_DEFAULT_HOPS = 2  # settings followed for where a setting with no default of its own takes it from
 NAMED_LEAD_PASSAGES = 5  # the entry of a setting or error the question names may lead from this deep
 NAMESAKE_PASSAGES = 5  # the lead's namesake on the page the question names may take its place from this deep
+HOW_TO_CODE_PASSAGES = 1  # a how-to answer shows the best config line or command of this many first passages
 CARRIED_ASK_SHARE = 0.5  # share of a follow-up's own words the carried entry must hold to stay named
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 # Imperative openings and advice phrasings in plain English: the "what to do" part of an answer. The imperative
@@ -335,6 +336,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     held = [(unit, True) for unit in sources]
     held += [(unit, True) for unit in _other_named_entries(named, lead, query)]
     held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, priors, shape) if place in by_place]
+    held += [(unit, False) for unit in _what_to_run(lead, pool, query)]
     for unit, asked in held:
         room = shape.max_chars - chars
         added, cost = _admitted(unit, chosen, seen_terms, question_terms, by_place, room, limit, shape, named=asked)
@@ -408,6 +410,17 @@ def _told(unit: _Scored, query: Query, shape: AnswerShape) -> bool:
 
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+
+
+def _what_to_run(lead: _Scored, pool: list[_Scored], query: Query) -> list[_Scored]:
+    """In answer to how to do something, the best config line or command of the first `HOW_TO_CODE_PASSAGES`
+    passages, when the lead is none: "how do i make kafka spread replicas over the zones?" is answered by the
+    page on rack awareness, whose sentences describe it and whose `broker.rack=my-rack-id` turns it on; that
+    line's cosine with the user's words is low."""
+    if not query.how_to or (lead.unit.kind == "code" and lead.bucket == "do"):
+        return []
+    code = [u for u in pool if u.unit.kind == "code" and u.bucket == "do" and u.candidate_index < HOW_TO_CODE_PASSAGES]
+    return [max(code, key=lambda u: u.score)] if code else []
 
 
 def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:

@@ -159,6 +159,23 @@ def test_what_to_do_is_never_faint_in_answer_to_how_to_do_it(question, shown):
     assert shown in _units(draft.text)[1], draft.text
 
 
+@pytest.mark.parametrize(
+    ("question", "shows_the_line"),
+    [
+        ("how do I make kafka spread replicas over the zones?", True),
+        ("does kafka spread replicas over the zones?", False),
+    ],
+)
+def test_a_how_to_answer_shows_the_first_passages_config_line_however_low_it_scores(question, shows_the_line):
+    """Sentences describing rack awareness score within the cutoff of the lead and the config line that turns it
+    on far under it: a how-to answer without it says what the feature does and not how to turn it on."""
+    text = RACKS.replace(
+        "different racks. ", "different racks. This extends the guarantees Kafka provides for broker failure. "
+    )
+    draft = _answer_from(text, [0.9, 0.85, 0.3, 0.8], question, max_units_fact=3, relative_cutoff=0.2)
+    assert ("broker.rack=my-rack-id" in draft.text) == shows_the_line, draft.text
+
+
 def test_the_lead_is_the_best_unit_of_the_best_ranked_passage():
     axes = _Axes()
     top = candidate(axes, "top", FIX, [0.3, 0.6, 0.2])
