@@ -246,7 +246,6 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # The tail of a fenced block whose opening is in an earlier chunk (the last options of a tool's help text)
     # is a fragment without its start or lead-in: it may follow, not lead.
     lead_pool = [u for u in lead_pool if not _block_tail(u, ranked.candidates)] or lead_pool
-    by_place = {_place(u): u for u in scored}
     lead = max(lead_pool, key=lambda u: u.score)
     # A follow-up asks for something new: what the last answer said leads it only when nothing else of the pool
     # rises over the floor within `told_max_gap` of it (it may still follow the lead).
@@ -255,8 +254,6 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         lead = max(
             (u for u in fresh if u.score >= lead.score - shape.told_max_gap), key=lambda u: u.score, default=lead
         )
-    # A later piece of a block cut for size (`_block_opening`) is no lead either: the block leads from its first.
-    lead = _block_opening(lead, by_place) or lead
     # Of two entries for the same name, the one under a heading of that name is the reference: the producer's
     # `acks` section, not the `acks` row of a table of settings recommended for resiliency.
     twins = [
@@ -268,6 +265,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         lead = max(twins, key=lambda u: u.score)
     # Of the same setting's entries on several reference pages (the broker's, the topic's and the producer's
     # `compression.type`), the one on the page the question names ("… on my producer").
+    by_place = {_place(u): u for u in scored}
     entry = lead if _is_own_entry(lead) else _entry_of(lead, by_place)
     if entry is not None and entry.unit.kind == "setting":
         namesakes = [
@@ -338,7 +336,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     held = [(unit, True) for unit in sources]
     held += [(unit, True) for unit in _other_named_entries(named, lead, query)]
     held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, priors, shape) if place in by_place]
-    held += [(unit, False) for unit in _what_to_run(lead, pool, query, by_place)]
+    held += [(unit, False) for unit in _what_to_run(lead, pool, query)]
     for unit, asked in held:
         room = shape.max_chars - chars
         added, cost = _admitted(unit, chosen, seen_terms, question_terms, by_place, room, limit, shape, named=asked)
@@ -368,12 +366,6 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
                 -u.unit.position,
             ),
         )
-        # A later piece of a code block cut for size comes after the first, which holds the command: the rest is
-        # its output ("how do I see the lag of a consumer group?" showed two rows of `kafka-consumer-groups.sh
-        # --describe`'s output, and not the command).
-        opening = _block_opening(unit, by_place)
-        if opening is not None and any(u is opening for u in pool):
-            unit = opening
         reference = best_of_part.get(unit.bucket, lead.score) if layout else lead.score
         below = _with_neighbours(unit, chosen, shape) < reference - shape.relative_cutoff
         if below and not layout:
@@ -420,21 +412,15 @@ def _told(unit: _Scored, query: Query, shape: AnswerShape) -> bool:
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 
 
-def _what_to_run(
-    lead: _Scored, pool: list[_Scored], query: Query, by_place: dict[tuple[int, int], _Scored]
-) -> list[_Scored]:
+def _what_to_run(lead: _Scored, pool: list[_Scored], query: Query) -> list[_Scored]:
     """In answer to how to do something, the best config line or command of the first `HOW_TO_CODE_PASSAGES`
     passages, when the lead is none: "how do i make kafka spread replicas over the zones?" is answered by the
     page on rack awareness, whose sentences describe it and whose `broker.rack=my-rack-id` turns it on; that
-    line's cosine with the user's words is low. A later piece of a code block cut for size gives way to the first,
-    which holds the command (`_block_opening`)."""
+    line's cosine with the user's words is low."""
     if not query.how_to or (lead.unit.kind == "code" and lead.bucket == "do"):
         return []
     code = [u for u in pool if u.unit.kind == "code" and u.bucket == "do" and u.candidate_index < HOW_TO_CODE_PASSAGES]
-    if not code:
-        return []
-    best = max(code, key=lambda u: u.score)
-    return [_block_opening(best, by_place) or best]
+    return [max(code, key=lambda u: u.score)] if code else []
 
 
 def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:
@@ -853,20 +839,6 @@ def _with_what_they_follow(
             budget -= 0 if moved else before.size
         shown += run
     return shown, budget
-
-
-def _block_opening(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
-    """The first piece of the code block `unit` is a later piece of: the pieces before it in its passage that
-    share its lead-in; None for a whole block or a first piece."""
-    if unit.unit.kind != "code" or len(unit.unit.parts) < 2:
-        return None
-    opening = None
-    position = unit.unit.position - 1
-    while (before := by_place.get((unit.candidate_index, position))) is not None and (
-        before.unit.kind == "code" and before.unit.parts[0] == unit.unit.parts[0]
-    ):
-        opening, position = before, position - 1
-    return opening
 
 
 def _with_their_sequels(

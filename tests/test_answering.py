@@ -176,29 +176,6 @@ def test_a_how_to_answer_shows_the_first_passages_config_line_however_low_it_sco
     assert ("broker.rack=my-rack-id" in draft.text) == shows_the_line, draft.text
 
 
-_ROW = "my-topic   {0}   2   4   2   consumer-{0}-029af89c-873c-4751-a720-cefd41a669d6   /127.0.0.1   consumer-{0}"
-LAG = (
-    "We have a tool that shows how far behind the end of the log the consumers in a group are. "
-    "To run this tool on a consumer group named my-group would look like this:\n\n```\n"
-    "$ bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group my-group\n"
-    "TOPIC     PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID   HOST   CLIENT-ID\n"
-    + "\n".join(_ROW.format(n) for n in range(8))
-    + "\n```"
-)
-
-
-@pytest.mark.parametrize("tail_score", [0.95, 0.5])
-def test_a_code_block_cut_for_size_is_shown_from_its_first_piece(tail_score):
-    """The output of `kafka-consumer-groups.sh --describe` is cut into pieces; the later ones are rows of output
-    (scored high, or not at all): shown without the first, "would look like this:" introduced rows and no
-    command."""
-    units = build_units(LAG, "Checking consumer position")
-    assert [u.kind for u in units] == ["sentence", "code", "code"], [u.parts for u in units]
-    question = "how do I see the lag of a consumer group from the command line?"
-    draft = _answer_from(LAG, [0.9, 0.3, tail_score], question, max_units_fact=2, relative_cutoff=0.5)
-    assert "$ bin/kafka-consumer-groups.sh --bootstrap-server" in draft.text, draft.text
-
-
 def test_the_lead_is_the_best_unit_of_the_best_ranked_passage():
     axes = _Axes()
     top = candidate(axes, "top", FIX, [0.3, 0.6, 0.2])
