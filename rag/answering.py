@@ -139,7 +139,6 @@ MAX_DEFAULT_HOPS = 2  # settings followed for where a setting with no default of
 NAMED_LEAD_PASSAGES = 5  # the entry of a setting or error the question names may lead from this deep
 NAMESAKE_PASSAGES = 5  # the lead's namesake on the page the question names may take its place from this deep
 HOW_TO_CODE_PASSAGES = 1  # a how-to answer shows the best config line or command of this many first passages
-CARRIED_ASK_SHARE = 0.5  # share of a follow-up's own words the carried entry must hold to stay named
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 # Imperative openings and advice phrasings in plain English: the "what to do" part of an answer. The imperative
 # may follow a clause of purpose or condition ("To report errors …, set …", "If you want to …, set …").
@@ -212,11 +211,8 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # A question that names its error ("RecordTooLargeException: …", "CommitFailedException") is not answered
     # by the rows of other errors: an error table's rows read like any error. Nor is one that names a setting
     # or another entry ("ConfigException: Invalid value -1 for configuration segment.bytes"): INVALID_CONFIG and
-    # INVALID_REQUIRED_ACKS share its words, not its subject. Nor is a follow-up whose conversation names its
-    # error: after NOT_ENOUGH_REPLICAS, "which setting on the topic controls it?" is not about _AFTER_APPEND.
-    if query.error_names or any(
-        _searched_for(u.unit, query) if _is_error_row(u.unit) else _asked_about(u.unit, query) for u in scored
-    ):
+    # INVALID_REQUIRED_ACKS share its words, not its subject.
+    if query.error_names or any(_asked_about(u.unit, query) and not _is_error_row(u.unit) for u in scored):
         scored = [u for u in scored if not _other_error(u.unit, query)] or scored
     lead_pool = [u for u in scored if u.candidate_index == 0] or scored
     # The reference entry of the setting or error the question names answers it, whatever else scores
@@ -1078,31 +1074,12 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     """The unit is the entry of a setting, error or row the question names (`acks`, `linger.ms`, `code:121`).
     A row is named by its own error code as well as by its first cell: "error code 25" asks for the
     `UNKNOWN_MEMBER_ID | 25 | …` row; and by a one-word name in any cell, such as the MBean of a metric
-    ("# of under minIsr partitions | kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount | 0").
-    A follow-up names what its own words name. The entry an earlier turn named, which its search carries, is
-    still named when it holds what the follow-up's own words ask ("what does that default to?" after `linger.ms`),
-    not when they ask for something else ("does that change how often it commits?" after
-    `processing.guarantee`)."""
-    subject_tokens = tokenize(unit.subject)
-    if not subject_tokens:
+    ("# of under minIsr partitions | kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount | 0")."""
+    if not unit.subject:
         return False
-    own = _runs_in(subject_tokens, query.own_tokens) and _spelt_in(unit.subject, query.own_text)
-    carried = _searched_for(unit, query) and _holds_the_ask(unit, query.own_tokens)
-    return own or carried or bool(_named_by(unit, query))
-
-
-def _searched_for(unit: EvidenceUnit, query: Query) -> bool:
-    """The unit is the entry the search text names: the question's own words or, for a follow-up, the
-    conversation's subject its rewrite carries."""
     subject_tokens = tokenize(unit.subject)
-    return bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
-
-
-def _holds_the_ask(unit: EvidenceUnit, own_tokens: tuple[str, ...]) -> bool:
-    """The unit's words hold at least `CARRIED_ASK_SHARE` of a follow-up's own words: it answers what the
-    follow-up asks of it."""
-    asked = set(own_tokens)
-    return not asked or len(asked & set(tokenize(unit.matched_text))) >= CARRIED_ASK_SHARE * len(asked)
+    named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
+    return named or bool(_named_by(unit, query))
 
 
 def _named_by(unit: EvidenceUnit, query: Query) -> frozenset[str]:
@@ -1132,8 +1109,8 @@ def _names_of(unit: EvidenceUnit) -> set[str]:
 
 
 def _other_error(unit: EvidenceUnit, query: Query) -> bool:
-    """The unit is the row of an error that neither the question nor, for a follow-up, the conversation names."""
-    return _is_error_row(unit) and not (_asked_about(unit, query) or _searched_for(unit, query))
+    """The unit is the row of an error that the question does not name."""
+    return _is_error_row(unit) and not _asked_about(unit, query)
 
 
 def _is_error_row(unit: EvidenceUnit) -> bool:

@@ -227,10 +227,6 @@ class Query:
     read_as: tuple[tuple[str, str], ...] = ()
     # Asked in a conversation and searched with its subject (`is_followup`, or `parse_query`'s `leaning`).
     followup: bool = False
-    # The question's own words as searched before a follow-up's rewrite appended the conversation's subject
-    # (`text` and `tokens` when nothing was appended): what the user names now, not what they named before.
-    own_text: str = ""
-    own_tokens: tuple[str, ...] = ()
     # The tokens of the user's asking sentences that nothing they pasted holds (`_asking_words`): what they ask
     # about in their own words. Empty for a follow-up and for a bare paste.
     asking_words: tuple[str, ...] = ()
@@ -422,8 +418,6 @@ def parse_query(
         told=_last_answer_words(history) if followup else "",
         asking_tokens=() if followup else _asking_tokens(text, error_lines),
         followup=followup,
-        own_text=reduced.text,
-        own_tokens=tuple(tokenize(reduced.text)),
         asking_words=() if followup else _asking_words(text),
         pasted_fields=pasted_fields(text),
     )

@@ -389,20 +389,13 @@ class Retriever:
         keys = {name: key for name in asked if (key := self._identifier_lookup.key_misspelt_as(name))}
         if not fixed and not keys:
             return query
-
-        def respelt(text: str) -> str:
-            text = _PLAIN_WORD.sub(lambda m: fixed.get(m.group(0), m.group(0)), text)
-            for wrong, right in keys.items():
-                text = re.sub(rf"(?<![\w.-]){re.escape(wrong)}(?![\w-]|\.\w)", right, text, flags=re.IGNORECASE)
-            return text
-
-        text, own_text = respelt(query.text), respelt(query.own_text)
+        text = _PLAIN_WORD.sub(lambda m: fixed.get(m.group(0), m.group(0)), query.text)
+        for wrong, right in keys.items():
+            text = re.sub(rf"(?<![\w.-]){re.escape(wrong)}(?![\w-]|\.\w)", right, text, flags=re.IGNORECASE)
         return dataclasses.replace(
             query,
             text=text,
             tokens=tuple(tokenize(text)),
-            own_text=own_text,
-            own_tokens=tuple(tokenize(own_text)),
             identifiers=tuple(dataclasses.replace(i, name=keys.get(i.name, i.name)) for i in query.identifiers),
             asked=frozenset(keys.get(name, name) for name in query.asked),
             valued=frozenset(keys.get(name, name) for name in query.valued),

@@ -711,34 +711,6 @@ def test_the_entry_of_a_setting_the_user_only_says_they_have_does_not_take_the_l
     _assert_led_by([prose, entry], question, leader)
 
 
-@pytest.mark.parametrize(
-    ("question", "leader"),
-    [
-        # what the follow-up asks is answered by the passage ranked first, not the entry the last turn named
-        ("does that change how often it commits?", "Streams commits"),
-        # one that asks for something of the last turn's setting names it
-        ("and what's its default?", "`processing.guarantee`: "),
-    ],
-)
-def test_a_follow_up_names_what_its_own_words_name_not_the_setting_its_search_carries(question, leader):
-    """After "we're switching to processing.guarantee=exactly_once_v2", "does that change how often it commits?"
-    was led by the `processing.guarantee` entry: the follow-up's search carries the setting, and the answer read
-    it as named by the question."""
-    axes = _Axes()
-    prose = candidate(axes, "commit", "Streams commits every 100 ms under exactly-once.", [0.5])
-    entry = candidate(axes, "guarantee", GUARANTEE, [0.4], heading="processing.guarantee")
-    history = [
-        {"role": "user", "content": "we're switching our streams app to processing.guarantee=exactly_once_v2"},
-        {"role": "assistant", "content": "Set processing.guarantee=exactly_once_v2 on every instance. [1]"},
-    ]
-    query = parse_query(question, history)
-    assert query.followup and "processing.guarantee" in query.text, query.text
-    pool = dataclasses.replace(make_pool([prose, entry], question=question), query=query)
-    draft = extract_answer(Ranked(pool, (prose, entry), (2.0, 1.0)), shape(max_units_fact=2))
-    _check(draft)
-    assert _units(draft.text)[0].startswith(leader), draft.text
-
-
 POLL_INTERVAL = "\n".join(["The maximum delay between invocations of poll().", "", "Type: | int", "Default: | 300000"])
 
 
@@ -936,34 +908,6 @@ def test_a_follow_up_that_points_back_is_answered_by_the_entry_of_what_the_conve
     draft = extract_answer(Ranked(pool, (table,), (1.0,)), shape(max_units_fact=2))
     _check(draft)
     assert _units(draft.text)[0].startswith("`NOT_ENOUGH_REPLICAS` (Code: 19 · Retriable: True)"), draft.text
-
-
-MIN_ISR = (
-    "min.insync.replicas\nWhen a producer sets acks to all, this configuration specifies the minimum number of "
-    "replicas that must acknowledge a write for the write to be considered successful.\nType: | int\nDefault: | 1"
-)
-
-
-def _conversation_on(error: str) -> list[dict[str, str]]:
-    return [
-        {"role": "user", "content": f"my producer gets {error}"},
-        {"role": "assistant", "content": "Too few in-sync replicas. [1]"},
-    ]
-
-
-def test_a_follow_up_about_another_thing_is_not_answered_by_other_errors_rows():
-    """After NOT_ENOUGH_REPLICAS, "which setting on the topic controls it?" asks for what its row does not hold,
-    so the row does not lead by the conversation; nor does the row of another error that scores higher."""
-    axes = _Axes()
-    table = _error_table(axes, (0.5, 0.9, 0.6))
-    setting = candidate(axes, "topic", MIN_ISR, [0.55], heading="min.insync.replicas")
-    question = "which setting on the topic controls it?"
-    query = parse_query(question, _conversation_on("NOT_ENOUGH_REPLICAS"))
-    pool = dataclasses.replace(make_pool([table, setting], question=question), query=query)
-    draft = extract_answer(Ranked(pool, (table, setting), (2.0, 1.0)), shape(max_units_fact=2))
-    _check(draft)
-    assert "RECORD_LIST_TOO_LARGE" not in draft.text and "CORRUPT_MESSAGE" not in draft.text, draft.text
-    assert "`min.insync.replicas`" in draft.text, draft.text
 
 
 def test_a_row_the_question_names_still_answers_it_beside_its_error():
