@@ -1231,13 +1231,14 @@ def _score_units(
         exceptions = {i for i in identifiers if i.endswith("exception")}
         echo = echo or (pasted_error and bool(exceptions) and not (exceptions & focus) and not named)
         bucket = _bucket(unit)
+        asked_to_do = query.how_to and bucket == "do"  # what a how-to question asks for
         score = (
             similarity
             + shape.overlap_weight * overlap
             + shape.identifier_weight * named
             + shape.rank_weight * prior
             - shape.echo_weight * echo
-            + shape.action_weight * (query.how_to and bucket == "do")
+            + shape.action_weight * asked_to_do
         )
         if 0 <= text.find(unit.parts[0]) < block_end:
             unit = with_block_lead_in(unit, candidate.block_lead_in)
@@ -1247,7 +1248,7 @@ def _score_units(
             size += len(f"`{heading}`: ")  # may be named by its heading (`_render`)
         # What to do is never faint in answer to how to do it: a config line's cosine with the user's words is low
         # ("how do i make kafka spread replicas over the zones?" and `broker.rack=my-rack-id`).
-        faint = similarity < shape.floor and not named and not (query.how_to and bucket == "do")
+        faint = similarity < shape.floor and not named and not asked_to_do
         scored.append(_Scored(index, unit, vector, score, terms, bucket, belongs, size, faint))
     return scored
 
