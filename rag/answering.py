@@ -332,7 +332,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     held = [(unit, True) for unit in sources]
     held += [(unit, True) for unit in _other_named_entries(named, lead, query)]
     held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, priors, shape) if place in by_place]
-    held += [(unit, False) for unit in _what_to_run(lead, pool, query, by_place)]
+    held += [(unit, False) for unit in _what_to_run(lead, pool, query)]
     for unit, asked in held:
         room = shape.max_chars - chars
         added, cost = _admitted(unit, chosen, seen_terms, question_terms, by_place, room, limit, shape, named=asked)
@@ -408,24 +408,15 @@ def _told(unit: _Scored, query: Query, shape: AnswerShape) -> bool:
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 
 
-def _what_to_run(
-    lead: _Scored, pool: list[_Scored], query: Query, by_place: dict[tuple[int, int], _Scored]
-) -> list[_Scored]:
+def _what_to_run(lead: _Scored, pool: list[_Scored], query: Query) -> list[_Scored]:
     """In answer to how to do something, the best config line or command of the first `HOW_TO_CODE_PASSAGES`
     passages, when the lead is none: "how do i make kafka spread replicas over the zones?" is answered by the
     page on rack awareness, whose sentences describe it and whose `broker.rack=my-rack-id` turns it on; that
-    line's cosine with the user's words is low. When that is a later piece of a block cut for size, the block's
-    first piece, which holds the command, comes before it: "how do I see the lag of a consumer group?" showed two
-    rows of `kafka-consumer-groups.sh --describe`'s output and not the command. The later piece still follows when
-    the answer has room for it."""
+    line's cosine with the user's words is low."""
     if not query.how_to or (lead.unit.kind == "code" and lead.bucket == "do"):
         return []
     code = [u for u in pool if u.unit.kind == "code" and u.bucket == "do" and u.candidate_index < HOW_TO_CODE_PASSAGES]
-    if not code:
-        return []
-    best = max(code, key=lambda u: u.score)
-    opening = _block_opening(best, by_place)
-    return [opening, best] if opening is not None and any(u is opening for u in pool) else [best]
+    return [max(code, key=lambda u: u.score)] if code else []
 
 
 def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:
@@ -844,20 +835,6 @@ def _with_what_they_follow(
             budget -= 0 if moved else before.size
         shown += run
     return shown, budget
-
-
-def _block_opening(unit: _Scored, by_place: dict[tuple[int, int], _Scored]) -> _Scored | None:
-    """The first piece of the code block `unit` is a later piece of: the pieces before it in its passage that
-    share its lead-in; None for a whole block or a first piece."""
-    if unit.unit.kind != "code" or len(unit.unit.parts) < 2:
-        return None
-    opening = None
-    position = unit.unit.position - 1
-    while (before := by_place.get((unit.candidate_index, position))) is not None and (
-        before.unit.kind == "code" and before.unit.parts[0] == unit.unit.parts[0]
-    ):
-        opening, position = before, position - 1
-    return opening
 
 
 def _with_their_sequels(

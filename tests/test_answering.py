@@ -176,31 +176,6 @@ def test_a_how_to_answer_shows_the_first_passages_config_line_however_low_it_sco
     assert ("broker.rack=my-rack-id" in draft.text) == shows_the_line, draft.text
 
 
-_LAG_ROWS = "\n".join(
-    f"my-topic  {n}  2  4  2  consumer-{n}-029af89c-873c-4751-a720-cefd41a669d6  /127.0.0.1  consumer-{n}"
-    for n in range(8)
-)
-LAG = (
-    "The consumer groups tool shows how far behind the end of the log each consumer is. "
-    "Run it on a group named my-group like this:\n\n"
-    "```\n$ bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group my-group\n"
-    f"TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID  HOST  CLIENT-ID\n{_LAG_ROWS}\n```\n"
-)
-
-
-@pytest.mark.parametrize(("max_chars", "shows_the_rest"), [(800, False), (1200, True)])
-def test_a_how_to_answer_shows_a_cut_commands_first_piece_before_the_rest(max_chars, shows_the_rest):
-    """The block is cut for size into the command with its first rows and the rest of its output. The rest scores
-    higher and was shown alone: "how do I see the lag of a consumer group?" got output rows and not the command
-    that prints them. The rest still follows when the answer has room."""
-    question = "how do I see the lag of a consumer group from the command line?"
-    draft = _answer_from(LAG, [0.9, 0.3, 0.7], question, max_chars=max_chars, relative_cutoff=0.1)
-    command = draft.text.find("$ bin/kafka-consumer-groups.sh")
-    assert command != -1, draft.text
-    rest = draft.text.find("consumer-7-")
-    assert (rest > command) if shows_the_rest else (rest == -1), draft.text
-
-
 def test_the_lead_is_the_best_unit_of_the_best_ranked_passage():
     axes = _Axes()
     top = candidate(axes, "top", FIX, [0.3, 0.6, 0.2])

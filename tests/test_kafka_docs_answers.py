@@ -173,15 +173,6 @@ def test_a_code_block_two_chunks_hold_is_quoted_once_under_its_lead_in(docs):
     assert not answer.text.startswith("```"), shown(answer)
 
 
-def test_a_how_to_answer_shows_the_command_of_a_block_cut_for_size_not_only_its_output(docs):
-    """The `kafka-consumer-groups.sh --describe` block is cut for size; the answer showed two rows of its output
-    under "would look like this:" and not the command that prints them."""
-    answer = docs.ask("how do I see the lag of a consumer group from the command line?")
-    assert "kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group my-group" in answer.text, (
-        shown(answer)
-    )
-
-
 @pytest.mark.parametrize(
     ("question", "row"),
     [
