@@ -138,7 +138,7 @@ MAX_LEANING_BACK = 2  # sentences a leaning sentence brings before it, one leani
 MAX_DEFAULT_HOPS = 2  # settings followed for where a setting with no default of its own takes it from
 NAMED_LEAD_PASSAGES = 5  # the entry of a setting or error the question names may lead from this deep
 NAMESAKE_PASSAGES = 5  # the lead's namesake on the page the question names may take its place from this deep
-HOW_TO_CODE_PASSAGES = 1  # a how-to answer shows the best config line or command of this many first passages
+HOW_TO_CODE_PASSAGES = 3  # a how-to answer shows the best config line or command of this many first passages
 _HEADINGS = (("cause", "**What it means / likely cause**"), ("do", "**What to do**"), ("check", "**How to check**"))
 # Imperative openings and advice phrasings in plain English: the "what to do" part of an answer. The imperative
 # may follow a clause of purpose or condition ("To report errors …, set …", "If you want to …, set …").
@@ -412,11 +412,18 @@ def _what_to_run(lead: _Scored, pool: list[_Scored], query: Query) -> list[_Scor
     """In answer to how to do something, the best config line or command of the first `HOW_TO_CODE_PASSAGES`
     passages, when the lead is none: "how do i make kafka spread replicas over the zones?" is answered by the
     page on rack awareness, whose sentences describe it and whose `broker.rack=my-rack-id` turns it on; that
-    line's cosine with the user's words is low."""
-    if not query.how_to or (lead.unit.kind == "code" and lead.bucket == "do"):
+    line's cosine with the user's words is low. A command that shows something counts: "how can I confirm from
+    the CLI which assignment strategy the group is using?" is led by `partition.assignment.strategy`'s entry, and
+    answered by the `kafka-consumer-groups.sh --describe --group my-group --state` of the third passage."""
+    if not query.how_to or _runnable(lead):
         return []
-    code = [u for u in pool if u.unit.kind == "code" and u.bucket == "do" and u.candidate_index < HOW_TO_CODE_PASSAGES]
+    code = [u for u in pool if _runnable(u) and u.candidate_index < HOW_TO_CODE_PASSAGES]
     return [max(code, key=lambda u: u.score)] if code else []
+
+
+def _runnable(unit: _Scored) -> bool:
+    """A config line or command: one that does something or shows something, not a log excerpt."""
+    return unit.unit.kind == "code" and unit.bucket in ("do", "check")
 
 
 def _other_named_entries(named: list[_Scored], lead: _Scored, query: Query) -> list[_Scored]:

@@ -176,6 +176,34 @@ def test_a_how_to_answer_shows_the_first_passages_config_line_however_low_it_sco
     assert ("broker.rack=my-rack-id" in draft.text) == shows_the_line, draft.text
 
 
+ASSIGNORS = (
+    "The assignment strategy is chosen with partition.assignment.strategy. "
+    "The default list allows upgrading to the cooperative assignor with a single rolling bounce."
+)
+GROUP_STATE = (
+    "To see the state of a group and its assignment strategy, use the --state option:\n\n"
+    "```\n$ bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group my-group --state\n```"
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "shows_the_command"),
+    [
+        ("how can I confirm from the CLI which assignment strategy my group is using?", True),
+        ("which assignment strategy does my group use by default?", False),
+    ],
+)
+def test_a_how_to_answer_shows_a_command_that_shows_something_from_a_lower_passage(question, shows_the_command):
+    """The command that answers "how can I confirm …?" describes the group (a command that checks, not one that
+    changes anything) and sits in the second passage, under the first passage's sentences about the setting."""
+    axes = _Axes()
+    top = candidate(axes, "top", ASSIGNORS, [0.9, 0.8])
+    below = candidate(axes, "below", GROUP_STATE, [0.2])
+    draft = extract_answer(ranked([top, below], question), shape(relative_cutoff=0.3))
+    _check(draft)
+    assert ("--describe --group my-group --state" in draft.text) == shows_the_command, draft.text
+
+
 def test_the_lead_is_the_best_unit_of_the_best_ranked_passage():
     axes = _Axes()
     top = candidate(axes, "top", FIX, [0.3, 0.6, 0.2])

@@ -174,6 +174,25 @@ def test_a_code_block_two_chunks_hold_is_quoted_once_under_its_lead_in(docs):
 
 
 @pytest.mark.parametrize(
+    ("question", "command"),
+    [
+        # the block is cut for size: its first piece (the command) checks, the rest is its output
+        (
+            "how do I see the lag of a consumer group from the command line?",
+            "kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group my-group",
+        ),
+        # the command is in the third passage, under two about unclean leader election
+        ("how do I run a preferred leader election?", "--election-type preferred"),
+    ],
+)
+def test_a_how_to_answer_shows_the_command_that_does_it(docs, question, command):
+    """The lag question showed two rows of the tool's output and not the command that prints them; the
+    election question showed sentences about elections and not the command that runs one."""
+    answer = docs.ask(question)
+    assert command in answer.text, shown(answer)
+
+
+@pytest.mark.parametrize(
     ("question", "row"),
     [
         ('my consumer keeps getting "The coordinator is not aware of this member" and rebalances', "UNKNOWN_MEMBER_ID"),
