@@ -414,7 +414,7 @@ def _what_to_run(lead: _Scored, pool: list[_Scored], query: Query) -> list[_Scor
     page on rack awareness, whose sentences describe it and whose `broker.rack=my-rack-id` turns it on; that
     line's cosine with the user's words is low. A command that shows something counts: "how can I confirm from
     the CLI which assignment strategy the group is using?" is led by `partition.assignment.strategy`'s entry, and
-    answered by the `kafka-consumer-groups.sh --describe --group my-group --state` of the third passage."""
+    answered by the `kafka-consumer-groups.sh --describe --group my-group --state` of the second passage."""
     if not query.how_to or _runnable(lead):
         return []
     code = [u for u in pool if _runnable(u) and u.candidate_index < HOW_TO_CODE_PASSAGES]
