@@ -46,6 +46,12 @@ class Embedder(Protocol):
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray: ...
 
+    def encode_with_tokens(self, texts: list[str], batch_size: int = 64) -> tuple[np.ndarray, list[np.ndarray]]:
+        """`encode`'s vectors, and from the same forward pass each text's token vectors: float32 (tokens,
+        dim), L2-normalised, the tokenizer's special tokens left out. Late interaction compares them
+        (`rag.tokens`)."""
+        ...
+
     def knows_word(self, word: str) -> bool:
         """Whether the model's tokenizer reads `word` as one token: a word of the text it learned from."""
         ...
@@ -150,8 +156,29 @@ class SentenceTransformerEmbedder:
             )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
+    def encode_with_tokens(self, texts: list[str], batch_size: int = 64) -> tuple[np.ndarray, list[np.ndarray]]:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32), []
+        with _torch_threads(self._threads):
+            outputs = self._model.encode(
+                texts, batch_size=batch_size, output_value=None, convert_to_numpy=False, show_progress_bar=False
+            )
+        vectors = np.stack([o["sentence_embedding"].float().numpy() for o in outputs])
+        vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+        tokens = []
+        for output in outputs:
+            kept = output["token_embeddings"][output["attention_mask"].bool()].float().numpy()[1:-1]  # [CLS] … [SEP]
+            tokens.append(normalised_rows(kept))
+        return np.ascontiguousarray(vectors, dtype=np.float32), tokens
+
     def knows_word(self, word: str) -> bool:
         return len(self._model.tokenizer(word, add_special_tokens=False)["input_ids"]) == 1
+
+
+def normalised_rows(matrix: np.ndarray) -> np.ndarray:
+    """`matrix` (float32) with each row scaled to length 1 (an all-zero row stays zero)."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    return matrix / np.clip(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12, None)
 
 
 def model_identity(embedder: Embedder) -> ModelIdentity:
@@ -174,21 +201,22 @@ class QueryEncoder:
         self._embedder = embedder
         self._lock = threading.Lock()
         self._remember = remember
-        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         # The words a question's abstention features look up (`Embedder.knows_word`), cached: few, and asked again.
         self.knows_word = functools.lru_cache(maxsize=65_536)(embedder.knows_word)
 
-    def encode(self, text: str) -> np.ndarray:
+    def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The question's vector and its token vectors (`Embedder.encode_with_tokens`), one forward pass."""
         with self._lock:
-            vector = self._recent.get(text)
-            if vector is None:
-                vector = self._embedder.encode([text])[0]
-                self._recent[text] = vector
+            encoded = self._recent.get(text)
+            if encoded is None:
+                vectors, tokens = self._embedder.encode_with_tokens([text])
+                encoded = self._recent[text] = (vectors[0], tokens[0])
                 if len(self._recent) > self._remember:
                     self._recent.popitem(last=False)
             else:
                 self._recent.move_to_end(text)
-            return vector.copy()
+            return encoded[0].copy(), encoded[1].copy()
 
 
 _CACHE: dict[tuple[str, str, int | None], Embedder] = {}

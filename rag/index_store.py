@@ -8,6 +8,9 @@
         vectors.f32                chunk vectors, float32 (chunks x dim), row i = chunk row i
         units.f16                  evidence-unit vectors, float16 (units x dim), in chunk order
         unit_offsets.i64           chunk row i's units are units[offsets[i]:offsets[i + 1]]
+        tokens.f16                 the chunks' token vectors in the index's token basis (`rag.tokens`), float16
+        token_offsets.i64          chunk row i's tokens are tokens[offsets[i]:offsets[i + 1]]
+        token_basis.npz            that basis: the centre and principal directions of the corpus's tokens
         faiss.index, units.faiss   nearest-neighbour indexes over the two vector files (`rag.vector_index`)
         bm25/                      the bm25s lexical index (memory-mapped when served)
       versions/.staging-<version>/ a build in progress; never read, removed on failure
@@ -41,6 +44,7 @@ from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
 from rag.identifiers import command_flags, defined_identifiers
 from rag.lexical import LEXICAL_VERSION, load_bm25, write_bm25
 from rag.synthetic import SyntheticQuery, synthetic_queries
+from rag.tokens import BASIS_SAMPLE, TokenBasis, token_bytes, token_matrix
 from rag.units import UNITS_VERSION
 from rag.vector_index import VectorFile, VectorSearch, choose_index_type, write_vector_index
 
@@ -50,6 +54,11 @@ CHUNKS_FILE = "chunks.arrow"
 VECTORS_FILE = "vectors.f32"
 UNITS_FILE = "units.f16"
 UNIT_OFFSETS_FILE = "unit_offsets.i64"
+TOKENS_FILE = "tokens.f16"
+RAW_TOKENS_FILE = "tokens-unprojected.f16"  # staging only: a build's token vectors before its basis is fitted
+TOKEN_OFFSETS_FILE = "token_offsets.i64"
+TOKEN_BASIS_FILE = "token_basis.npz"
+TOKENS_VERSION = 1  # how token vectors are made and stored: an index of another version is built again
 FAISS_FILE = "faiss.index"
 UNITS_FAISS_FILE = "units.faiss"
 SYNTHETIC_FILE = "synthetic_queries.parquet"
@@ -72,6 +81,8 @@ CHUNK_SCHEMA = pa.schema(
 )
 STORED_SCHEMA = CHUNK_SCHEMA.append(pa.field("defined", pa.list_(pa.string())))  # what the chunk defines
 VECTOR_FIELDS = ("vector", "unit_vectors")  # a chunk row's vectors: its own, and one per evidence unit
+# A chunk row's token vectors travel as float16 bytes (`rag.tokens.token_bytes`): "token_vectors" at the
+# model's dimension, from ingest; "token_codes" already in the index's basis, carried from the last version.
 
 
 @dataclass(frozen=True)
@@ -88,10 +99,23 @@ class LoadedIndex:
     dense: VectorSearch  # over `vectors`
     unit_search: VectorSearch  # over `units`
     bm25: Any
+    tokens: np.ndarray  # float16 (tokens, k), memory-mapped, in `token_basis`
+    token_offsets: np.ndarray  # int64 (chunks + 1,)
+    token_basis: TokenBasis
 
     def unit_vectors(self, row: int) -> np.ndarray:
         """Chunk row `row`'s evidence-unit vectors as float32 (units, dim)."""
         return np.asarray(self.units[self.unit_offsets[row] : self.unit_offsets[row + 1]], dtype=np.float32)
+
+    def token_vectors(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The token vectors of chunk rows `rows`, one after another (float32 (tokens, k)), and where each
+        row's begin: row `rows[i]` holds `tokens[offsets[i]:offsets[i + 1]]`."""
+        starts, ends = self.token_offsets[rows], self.token_offsets[np.asarray(rows, dtype=np.int64) + 1]
+        offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
+        parts = [self.tokens[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
+        width = self.token_basis.dimensions
+        tokens = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, width), np.float32)
+        return tokens, offsets
 
 
 def new_version_name() -> str:
@@ -197,13 +221,16 @@ class StoredVersion:
     vectors: VectorFile
     units: VectorFile
     unit_offsets: VectorFile  # one column: row i's units are units[offsets[i] : offsets[i + 1]]
+    tokens: VectorFile
+    token_offsets: VectorFile  # one column, as `unit_offsets`
 
     @classmethod
     def open(cls, path: Path) -> StoredVersion:
         """A version's chunk table and vector files; an `IndexStoreError` naming the file when one is damaged."""
-        shapes = read_version_manifest(path)["vectors"]
+        manifest = read_version_manifest(path)
+        shapes, token_shape = manifest["vectors"], _token_shape(path, manifest)
         dimension, chunks, units = int(shapes["dimension"]), int(shapes["chunks"]), int(shapes["units"])
-        for part in (CHUNKS_FILE, VECTORS_FILE, UNITS_FILE, UNIT_OFFSETS_FILE):
+        for part in (CHUNKS_FILE, VECTORS_FILE, UNITS_FILE, UNIT_OFFSETS_FILE, TOKENS_FILE, TOKEN_OFFSETS_FILE):
             _require(path / part)
         _check_rows(path / CHUNKS_FILE, chunks)
         return cls(
@@ -211,7 +238,13 @@ class StoredVersion:
             _sized(VectorFile(path / VECTORS_FILE, np.dtype(np.float32), (chunks, dimension))),
             _sized(VectorFile(path / UNITS_FILE, np.dtype(np.float16), (units, dimension))),
             _sized(VectorFile(path / UNIT_OFFSETS_FILE, np.dtype(np.int64), (chunks + 1, 1))),
+            _sized(VectorFile(path / TOKENS_FILE, np.dtype(np.float16), token_shape)),
+            _sized(VectorFile(path / TOKEN_OFFSETS_FILE, np.dtype(np.int64), (chunks + 1, 1))),
         )
+
+    def token_basis(self) -> TokenBasis:
+        _require(self.path / TOKEN_BASIS_FILE)
+        return TokenBasis.load(self.path / TOKEN_BASIS_FILE)
 
     def column(self, name: str) -> list[Any]:
         """One column of the chunk table, in stored order."""
@@ -229,12 +262,14 @@ class StoredVersion:
             row += batch.num_rows
         return found
 
-    def row_vectors(self, row: int) -> dict[str, np.ndarray]:
-        """Chunk row `row`'s `vector` and `unit_vectors` (float32)."""
+    def row_vectors(self, row: int) -> dict[str, Any]:
+        """Chunk row `row`'s `vector` and `unit_vectors` (float32), and its stored `token_codes`."""
         first, last = self.unit_offsets[row : row + 2].ravel().tolist()
+        token_first, token_last = self.token_offsets[row : row + 2].ravel().tolist()
         return {
             "vector": self.vectors[row : row + 1][0].astype(np.float32),
             "unit_vectors": self.units[first:last].astype(np.float32),
+            "token_codes": token_bytes(self.tokens[token_first:token_last]),
         }
 
     def rows(self) -> Iterator[dict[str, Any]]:
@@ -246,10 +281,25 @@ class StoredVersion:
             offsets = self.unit_offsets[row : end + 1].ravel()
             units = self.units[int(offsets[0]) : int(offsets[-1])].astype(np.float32)
             offsets -= offsets[0]
+            token_offsets = self.token_offsets[row : end + 1].ravel()
+            tokens = self.tokens[int(token_offsets[0]) : int(token_offsets[-1])]
+            token_offsets -= token_offsets[0]
             for offset, record in enumerate(batch.to_pylist()):
                 unit_vectors = units[offsets[offset] : offsets[offset + 1]]
-                yield {**record, "vector": vectors[offset], "unit_vectors": unit_vectors}
+                codes = token_bytes(tokens[token_offsets[offset] : token_offsets[offset + 1]])
+                yield {**record, "vector": vectors[offset], "unit_vectors": unit_vectors, "token_codes": codes}
             row = end
+
+
+def _token_shape(path: Path, manifest: Mapping[str, Any]) -> tuple[int, int]:
+    """(tokens, k) of a version's token file; an index built before token vectors, or with other ones, is refused."""
+    tokens = manifest.get("tokens", {})
+    if tokens.get("version") != TOKENS_VERSION:
+        raise IndexMismatchError(
+            f"Index version {path.name} in {path.parent.parent}/ holds no token vectors of version {TOKENS_VERSION} "
+            "(late interaction, `rag.tokens`): re-run 'kafka-rag ingest'"
+        )
+    return int(tokens["count"]), int(tokens["dimensions"])
 
 
 def _check_rows(file: Path, expected: int) -> None:
@@ -281,10 +331,11 @@ def read_chunk_table(index_dir: Path) -> pa.Table | None:
     whole version in memory: for tests, benchmarks and small corpora, never the serving path."""
     if read_pointer(index_dir) is None:
         return None
-    return rows_to_table(
+    table = rows_to_table(
         {**r, "vector": r["vector"].tolist(), "unit_vectors": r["unit_vectors"].tolist()}
         for r in StoredVersion.open(serving_path(index_dir)).rows()
     )
+    return table.drop_columns(["token_vectors"])  # what ingest made, before projection: a version keeps no such thing
 
 
 class VersionWriter:
@@ -295,9 +346,12 @@ class VersionWriter:
     the staging folder, so a failed build leaves nothing behind and the previous version serves.
     """
 
-    def __init__(self, index_dir: Path, *, flat_max: int) -> None:
+    def __init__(self, index_dir: Path, *, flat_max: int, token_basis: TokenBasis | None = None) -> None:
+        """`token_basis`: the basis to store token vectors in, the last version's when this build carries
+        rows from it (their stored tokens are in it); None fits one at `publish` from this build's tokens."""
         self.index_dir = index_dir
         self.flat_max = flat_max
+        self.token_basis = token_basis
         versions = index_dir / "versions"
         versions.mkdir(parents=True, exist_ok=True)
         self.version = new_version_name()
@@ -307,6 +361,8 @@ class VersionWriter:
         self._vectors = (self.staging / VECTORS_FILE).open("wb")
         self._units = (self.staging / UNITS_FILE).open("wb")
         self._offsets = array("q", [0])
+        self._tokens = (self.staging / (TOKENS_FILE if token_basis else RAW_TOKENS_FILE)).open("wb")
+        self._token_offsets = array("q", [0])
         self._pending: list[Mapping[str, Any]] = []
         self._document = ""
         self._seen: set[str] = set()  # the current document's chunk ids
@@ -355,7 +411,39 @@ class VersionWriter:
         for row_units in units:
             self._units.write(row_units.astype(np.float16).tobytes())
             self._offsets.append(self._offsets[-1] + len(row_units))
+        for r in rows:
+            codes = self._token_codes(r)
+            self._tokens.write(codes)
+            width = self.token_basis.dimensions if self.token_basis else self.dimension
+            self._token_offsets.append(self._token_offsets[-1] + len(codes) // (2 * width))
         self._pending = []
+
+    def _token_codes(self, row: Mapping[str, Any]) -> bytes:
+        """The row's token vectors as this build stores them: in its basis when it has one yet, else as made."""
+        if row.get("token_codes") is not None:
+            if self.token_basis is None:
+                raise IndexStoreError("Token vectors carried from the last version, but no basis to store them in")
+            return row["token_codes"]
+        raw = row.get("token_vectors") or b""
+        if self.token_basis is None:
+            return raw
+        return token_bytes(self.token_basis.project(token_matrix(raw, self.dimension)))
+
+    def _store_tokens(self) -> dict[str, int]:
+        """Fit the token basis when the build brought none, project the staged tokens into it, save it."""
+        count = self._token_offsets[-1]
+        if self.token_basis is None:
+            raw = VectorFile(self.staging / RAW_TOKENS_FILE, np.dtype(np.float16), (count, self.dimension))
+            step = max(1, count // BASIS_SAMPLE)
+            sample = np.concatenate([block[::step] for block in raw.blocks()] or [np.zeros((0, self.dimension))])
+            self.token_basis = TokenBasis.fit(sample.astype(np.float32))
+            with (self.staging / TOKENS_FILE).open("wb") as handle:
+                for block in raw.blocks():
+                    handle.write(token_bytes(self.token_basis.project(block)))
+            (self.staging / RAW_TOKENS_FILE).unlink()
+        (self.staging / TOKEN_OFFSETS_FILE).write_bytes(np.asarray(self._token_offsets, dtype=np.int64).tobytes())
+        self.token_basis.save(self.staging / TOKEN_BASIS_FILE)
+        return {"version": TOKENS_VERSION, "count": count, "dimensions": self.token_basis.dimensions}
 
     def publish(self, manifest: Mapping[str, Any], before_publish: Any = None) -> str:
         """Build the indexes, write the manifest, move the folder into place and switch `CURRENT` to it.
@@ -369,6 +457,8 @@ class VersionWriter:
             self._chunks.close()
             self._vectors.close()
             self._units.close()
+            self._tokens.close()
+            tokens = self._store_tokens()
             (self.staging / UNIT_OFFSETS_FILE).write_bytes(np.asarray(self._offsets, dtype=np.int64).tobytes())
             shapes = {"chunks": self.rows, "units": self._offsets[-1], "dimension": self.dimension}
             # Built from files read block by block, not mapped: mapped pages would stay in the build's RSS.
@@ -389,6 +479,7 @@ class VersionWriter:
                 "faiss": dense,
                 "units_faiss": unit_index,
                 "lexical_version": LEXICAL_VERSION,
+                "tokens": tokens,
                 # The option names the corpus's commands take (`--group`): a question's word after one of
                 # them is the user's own name ("lag on group fraud-scorer"), `rag.retrieval`.
                 "command_flags": sorted(self._flags),
@@ -406,7 +497,7 @@ class VersionWriter:
         return self.version
 
     def abort(self) -> None:
-        for handle in (self._chunks, self._vectors, self._units):
+        for handle in (self._chunks, self._vectors, self._units, self._tokens):
             handle.close()
         shutil.rmtree(self.staging, ignore_errors=True)
 
@@ -472,16 +563,17 @@ def _vector_files(path: Path, manifest: Mapping[str, Any]) -> tuple[np.ndarray, 
     shapes = manifest["vectors"]
     dimension, chunks, units = int(shapes["dimension"]), int(shapes["chunks"]), int(shapes["units"])
 
-    def mapped(name: str, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
-        if 0 in shape:  # numpy cannot map an empty file
-            return np.zeros(shape, dtype)
-        return np.memmap(path / name, dtype=dtype, mode="r", shape=shape)
-
     return (
-        mapped(VECTORS_FILE, np.float32, (chunks, dimension)),
-        mapped(UNITS_FILE, np.float16, (units, dimension)),
-        mapped(UNIT_OFFSETS_FILE, np.int64, (chunks + 1,)),
+        _mapped(path / VECTORS_FILE, np.float32, (chunks, dimension)),
+        _mapped(path / UNITS_FILE, np.float16, (units, dimension)),
+        _mapped(path / UNIT_OFFSETS_FILE, np.int64, (chunks + 1,)),
     )
+
+
+def _mapped(file: Path, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+    if 0 in shape:  # numpy cannot map an empty file
+        return np.zeros(shape, dtype)
+    return np.memmap(file, dtype=dtype, mode="r", shape=shape)
 
 
 def switch_pointer(index_dir: Path, version: str) -> None:
@@ -498,7 +590,18 @@ def load_index(index_dir: Path, expected_model: ModelIdentity | None = None) -> 
     return load_version(serving_path(index_dir), expected_model)
 
 
-VERSION_PARTS = (CHUNKS_FILE, VECTORS_FILE, UNITS_FILE, UNIT_OFFSETS_FILE, FAISS_FILE, UNITS_FAISS_FILE, "bm25")
+VERSION_PARTS = (
+    CHUNKS_FILE,
+    VECTORS_FILE,
+    UNITS_FILE,
+    UNIT_OFFSETS_FILE,
+    TOKENS_FILE,
+    TOKEN_OFFSETS_FILE,
+    TOKEN_BASIS_FILE,
+    FAISS_FILE,
+    UNITS_FAISS_FILE,
+    "bm25",
+)
 
 
 def load_version(path: Path, expected_model: ModelIdentity | None = None) -> LoadedIndex:
@@ -521,8 +624,9 @@ def load_version(path: Path, expected_model: ModelIdentity | None = None) -> Loa
             f"Index version {version} in {index_dir}/ was built with lexical version {built_lexical}, "
             f"this code uses {LEXICAL_VERSION}: re-run 'kafka-rag ingest' (vectors are reused)"
         )
+    token_shape = _token_shape(path, manifest)
     chunks, vectors, units, offsets = _open_tables(path, manifest)
-    for part in (FAISS_FILE, UNITS_FAISS_FILE, "bm25"):
+    for part in (FAISS_FILE, UNITS_FAISS_FILE, "bm25", TOKENS_FILE, TOKEN_OFFSETS_FILE, TOKEN_BASIS_FILE):
         _require(path / part)
     current_file = path / FAISS_FILE
     try:
@@ -531,11 +635,38 @@ def load_version(path: Path, expected_model: ModelIdentity | None = None) -> Loa
         unit_search = VectorSearch.load(current_file, units, manifest["units_faiss"])
         current_file = path / "bm25"
         bm25 = load_bm25(current_file)
+        current_file = path / TOKENS_FILE
+        tokens = _mapped(current_file, np.float16, token_shape)
+        current_file = path / TOKEN_OFFSETS_FILE
+        token_offsets = _mapped(current_file, np.int64, (len(chunks) + 1,))
+        current_file = path / TOKEN_BASIS_FILE
+        token_basis = TokenBasis.load(current_file)
+    except IndexStoreError:
+        raise
     except Exception as exc:  # any library's complaint about a damaged file becomes one line naming the file
         raise IndexStoreError(f"{current_file} is unreadable ({_short(exc)}): re-run 'kafka-rag ingest'") from exc
-    if not (len(chunks) == len(vectors) == len(offsets) - 1 == dense.size) or unit_search.size != len(units):
+    if (
+        not (len(chunks) == len(vectors) == len(offsets) - 1 == dense.size)
+        or unit_search.size != len(units)
+        or token_offsets[-1] != len(tokens)
+        or token_basis.dimensions != tokens.shape[1]
+    ):
         raise IndexStoreError(f"Index version {version} in {index_dir}/ is incomplete: re-run 'kafka-rag ingest'")
-    return LoadedIndex(version, path, manifest, chunks, vectors, units, offsets, dense, unit_search, bm25)
+    return LoadedIndex(
+        version,
+        path,
+        manifest,
+        chunks,
+        vectors,
+        units,
+        offsets,
+        dense,
+        unit_search,
+        bm25,
+        tokens,
+        token_offsets,
+        token_basis,
+    )
 
 
 def _open_tables(path: Path, manifest: Mapping[str, Any]) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
@@ -587,7 +718,9 @@ def summarize(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     """Chunk rows with their vector columns as one table (tests, benchmarks and re-ingest of small corpora)."""
-    schema = CHUNK_SCHEMA.append(pa.field("vector", pa.list_(pa.float32()))).append(
-        pa.field("unit_vectors", pa.list_(pa.list_(pa.float32())))
+    schema = (
+        CHUNK_SCHEMA.append(pa.field("vector", pa.list_(pa.float32())))
+        .append(pa.field("unit_vectors", pa.list_(pa.list_(pa.float32()))))
+        .append(pa.field("token_vectors", pa.binary()))
     )
-    return pa.Table.from_pylist([{name: row[name] for name in schema.names} for row in rows], schema=schema)
+    return pa.Table.from_pylist([{name: row.get(name) for name in schema.names} for row in rows], schema=schema)

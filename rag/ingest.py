@@ -35,6 +35,7 @@ from rag.includes import include_places, placed
 from rag.index_lock import writer_lock
 from rag.index_store import (
     SCHEMA_VERSION,
+    TOKENS_VERSION,
     VECTOR_FIELDS,
     StoredVersion,
     VersionWriter,
@@ -46,6 +47,7 @@ from rag.index_store import (
 from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
+from rag.tokens import token_bytes
 from rag.units import UNITS_VERSION, unit_texts
 from rag.versions import prune_versions, remove_dead_staging
 
@@ -91,6 +93,7 @@ class IngestConfig:
             "chunk_overlap": self.chunk_overlap,
             "units_version": UNITS_VERSION,  # unit vectors are reused only when units are built the same way
             "chunk_vectors": self.chunk_vectors,  # so is a chunk vector made the same way
+            "tokens_version": TOKENS_VERSION,  # and token vectors (`rag.tokens`)
         }
 
 
@@ -176,8 +179,9 @@ def embed_rows(
     known_ids: frozenset[str] = frozenset(),
     on_encoded: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Fill `vector` and `unit_vectors` (one per `rag.units.build_units` unit) on chunk rows not in
-    `known_ids`; `config.chunk_vectors` says how a chunk's vector is made (`chunk_texts`).
+    """Fill `vector`, `unit_vectors` (one per `rag.units.build_units` unit) and `token_vectors` (`rag.tokens`)
+    on chunk rows not in `known_ids`; `config.chunk_vectors` says how a chunk's vector is made (`chunk_texts`).
+    A chunk's token vectors are those of its own text, or under "unit-mean" its units' tokens in turn.
 
     Evidence units are embedded here, once, so answering a question only has to embed the question.
     Rows are embedded a batch at a time; other rows pass through. `on_encoded(n)` hears of every `n` texts
@@ -196,15 +200,22 @@ def embed_rows(
         texts = [chunk_texts(r, config.chunk_vectors) for r in batch]
         started = time.perf_counter()
         flat = [text for own, units in texts for text in own + units]
-        vectors = _encode_in_slices(embedder, flat, config.encode_batch_size, on_encoded)
+        vectors, tokens = _encode_in_slices(embedder, flat, config.encode_batch_size, on_encoded)
         seconds += time.perf_counter() - started
         position = 0
         for row, (own, units) in zip(batch, texts, strict=True):
-            row_vectors = vectors[position : position + len(own) + len(units)]
-            position += len(row_vectors)
+            count = len(own) + len(units)
+            row_vectors, row_tokens = vectors[position : position + count], tokens[position : position + count]
+            position += count
             unit_vectors = row_vectors[len(own) :]
             vector = row_vectors[0] if own else chunk_vector(unit_vectors)
-            yield {**row, "vector": vector.tolist(), "unit_vectors": unit_vectors.tolist()}
+            words = row_tokens[0] if own else np.concatenate([*row_tokens, np.zeros((0, vectors.shape[1]))])
+            yield {
+                **row,
+                "vector": vector.tolist(),
+                "unit_vectors": unit_vectors.tolist(),
+                "token_vectors": token_bytes(words),
+            }
         batch.clear()
 
     for row in rows:
@@ -264,17 +275,22 @@ def _encode_in_slices(
     texts: list[str],
     batch_size: int,
     on_encoded: Callable[[int], None] | None,
-) -> np.ndarray:
-    """`embedder.encode(texts)` a few batches at a time, longest texts first as the model itself orders them."""
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """`embedder.encode_with_tokens(texts)` a few batches at a time, longest texts first as the model itself
+    orders them."""
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     vectors = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
+    tokens: list[np.ndarray] = [vectors[:0]] * len(texts)
     step = batch_size * BATCHES_PER_SLICE
     for start in range(0, len(order), step):
         positions = order[start : start + step]
-        vectors[positions] = embedder.encode([texts[i] for i in positions], batch_size=batch_size)
+        encoded, words = embedder.encode_with_tokens([texts[i] for i in positions], batch_size=batch_size)
+        vectors[positions] = encoded
+        for position, text_tokens in zip(positions, words, strict=True):
+            tokens[position] = text_tokens
         if on_encoded is not None:
             on_encoded(len(positions))
-    return vectors
+    return vectors, tokens
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -424,7 +440,7 @@ def local_engine(
             others.append(row)
             continue
         if row["vector"] is not None and text_key(row) in copied:
-            originals[text_key(row)] = {"vector": row["vector"], "unit_vectors": row["unit_vectors"]}
+            originals[text_key(row)] = {name: row[name] for name in (*VECTOR_FIELDS, "token_vectors")}
         shard.append(row)
         if len(shard) >= SHARD_ROWS:
             flush()
@@ -551,11 +567,13 @@ def _build(
     try:
         changed_paths = {f.source_path for f in changed_files}
         carried = _Carried(serving_path(index_dir), changed_paths) if reusable and previous else None
+        token_basis = carried.version.token_basis() if carried else None  # its carried tokens are in it
     except IndexStoreError as exc:
         progress(f"the serving version is damaged, building from scratch: {exc}")
         carried, unchanged_files, unchanged_paths, changed_files = None, [], set(), files
+        token_basis = None
     progress(f"reuse: {len(unchanged_files)} unchanged files; processing {len(changed_files)} new or changed files")
-    with VersionWriter(index_dir, flat_max=flat_index_max) as writer:
+    with VersionWriter(index_dir, flat_max=flat_index_max, token_basis=token_basis) as writer:
         shards = writer.staging / "shards"
         stage_started = time.perf_counter()
         known_ids = carried.ids if carried else frozenset()

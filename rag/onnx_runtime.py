@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from rag.embedding import normalised_rows
 from rag.errors import EmbeddingError
 
 EXPORT_FORMAT = "torchscript-opset17-eager-attention-v1"  # part of the cache key: change it to re-export
@@ -237,18 +238,27 @@ class OnnxEmbedder:
         self.dimension = int(self._session.get_outputs()[0].shape[-1])
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
-        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        order = np.argsort([-len(t) for t in texts], kind="stable")  # similar lengths together: little padding
-        for start in range(0, len(texts), batch_size):
-            rows = order[start : start + batch_size]
-            vectors[rows] = self._encode_batch([texts[i].strip() for i in rows])
-        return vectors
+        return self._encode(texts, batch_size, with_tokens=False)[0]
+
+    def encode_with_tokens(self, texts: list[str], batch_size: int = 64) -> tuple[np.ndarray, list[np.ndarray]]:
+        return self._encode(texts, batch_size, with_tokens=True)
 
     def knows_word(self, word: str) -> bool:
         with self._lock:
             return len(self._tokenizer.encode(word, add_special_tokens=False).ids) == 1
 
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], batch_size: int, with_tokens: bool) -> tuple[np.ndarray, list[np.ndarray]]:
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        tokens: list[np.ndarray] = [np.zeros((0, self.dimension), dtype=np.float32)] * len(texts)
+        order = np.argsort([-len(t) for t in texts], kind="stable")  # similar lengths together: little padding
+        for start in range(0, len(texts), batch_size):
+            rows = order[start : start + batch_size]
+            vectors[rows], batch_tokens = self._encode_batch([texts[i].strip() for i in rows], with_tokens)
+            for row, row_tokens in zip(rows.tolist(), batch_tokens, strict=False):
+                tokens[row] = row_tokens
+        return vectors, tokens
+
+    def _encode_batch(self, texts: list[str], with_tokens: bool) -> tuple[np.ndarray, list[np.ndarray]]:
         with self._lock:
             encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
@@ -258,4 +268,11 @@ class OnnxEmbedder:
         hidden = self._session.run(None, {name: feeds[name] for name in self._inputs})[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        if not with_tokens:
+            return pooled, []
+        words = [
+            normalised_rows(hidden[i][(np.asarray(e.attention_mask) == 1) & (np.asarray(e.special_tokens_mask) == 0)])
+            for i, e in enumerate(encodings)
+        ]
+        return pooled, words

@@ -242,7 +242,7 @@ class Retriever:
                     QueryIdentifier(name, "command" if name in query.pasted_fields else "question") for name in names
                 ),
             )
-        query_vector = self._queries.encode(query.text)
+        query_vector, _ = self._queries.encode(query.text)
         timings["embed_query"] = elapsed_ms(started)
 
         started = time.perf_counter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,11 @@ class VectorFile:
             for block in np.unique(blocks)
         ]
         return np.concatenate(picked) if picked else np.zeros((0, self.shape[1]), self.dtype)
+
+    def blocks(self) -> Iterator[np.ndarray]:
+        """All rows in order, `BLOCK_ROWS` at a time."""
+        for start in range(0, len(self), BLOCK_ROWS):
+            yield self._read(start, BLOCK_ROWS)
 
     def _read(self, start: int, count: int) -> np.ndarray:
         dimension = self.shape[1]

@@ -89,6 +89,67 @@ def test_vectors_are_l2_normalised_float32(embedder):
     assert embedder.encode([]).shape == (0, 384)
 
 
+TOKEN_TEXTS = [
+    "why does my consumer rebalance?",
+    "ProducerFencedException",
+    "  max.poll.interval.ms  ",
+    "a",
+    "漢字 ошибка 😀",
+    "The consumer sends periodic heartbeats to the group coordinator. " * 30,  # beyond 256 word pieces
+]
+
+
+def _word_pieces(text: str) -> int:
+    """The word pieces the model reads of `text` without [CLS] and [SEP], as many as fit between them."""
+    from tokenizers import Tokenizer
+
+    from rag.onnx_runtime import max_seq_length
+
+    model_dir = Path(resolve_model(DEFAULT_MODEL))
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return min(len(tokenizer.encode(text, add_special_tokens=False).ids), max_seq_length(model_dir) - 2)
+
+
+@pytest.fixture(scope="module")
+def torch_embedder():
+    return load_embedder(DEFAULT_MODEL, "torch")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "torch"])
+def test_token_vectors_come_with_the_vectors_one_per_word_piece(embedder, torch_embedder, backend):
+    """`encode_with_tokens`: `encode`'s vectors, and each text's word pieces' vectors, unit length, without
+    the special tokens or the padding of the longest text in its batch."""
+    model = embedder if backend == "onnx" else torch_embedder
+    assert model.backend == backend
+    vectors, tokens = model.encode_with_tokens(TOKEN_TEXTS, batch_size=4)
+    assert vectors.dtype == np.float32 and vectors.shape == (len(TOKEN_TEXTS), 384)
+    np.testing.assert_allclose(vectors, model.encode(TOKEN_TEXTS, batch_size=4), atol=1e-6)
+    assert len(tokens) == len(TOKEN_TEXTS)
+    for text, text_tokens in zip(TOKEN_TEXTS, tokens, strict=True):
+        assert text_tokens.dtype == np.float32
+        assert text_tokens.shape == (_word_pieces(text), 384), text[:40]
+        np.testing.assert_allclose(np.linalg.norm(text_tokens, axis=1), 1.0, atol=1e-5)
+    assert tokens[-1].shape[0] == 254  # truncated at the model's 256, less [CLS] and [SEP]
+    # Padding left out: a text's tokens are the same in a batch of longer texts as alone.
+    alone = model.encode_with_tokens(["ProducerFencedException"])[1][0]
+    np.testing.assert_allclose(tokens[1], alone, atol=1e-4)
+    empty_vectors, empty_tokens = model.encode_with_tokens([])
+    assert empty_vectors.shape == (0, 384) and empty_tokens == []
+
+
+@pytest.mark.slow
+def test_the_backends_token_vectors_agree(embedder, torch_embedder):
+    onnx_vectors, onnx_tokens = embedder.encode_with_tokens(TOKEN_TEXTS)
+    torch_vectors, torch_tokens = torch_embedder.encode_with_tokens(TOKEN_TEXTS)
+    assert np.min(np.sum(onnx_vectors * torch_vectors, axis=1)) > 0.999
+    for text, onnx_rows, torch_rows in zip(TOKEN_TEXTS, onnx_tokens, torch_tokens, strict=True):
+        assert onnx_rows.shape == torch_rows.shape, text[:40]
+        assert np.min(np.sum(onnx_rows * torch_rows, axis=1)) > 0.999, text[:40]
+
+
 class _CountingEmbedder:
     """The real model, counting the texts it is asked to encode."""
 
@@ -99,6 +160,10 @@ class _CountingEmbedder:
         self.texts.extend(texts)
         return self.embedder.encode(texts, batch_size)
 
+    def encode_with_tokens(self, texts, batch_size=64):
+        self.texts.extend(texts)
+        return self.embedder.encode_with_tokens(texts, batch_size)
+
     def knows_word(self, word):
         return self.embedder.knows_word(word)
 
@@ -107,11 +172,15 @@ class _CountingEmbedder:
 def test_a_question_asked_again_reuses_its_vector_and_the_oldest_is_forgotten(embedder):
     counting = _CountingEmbedder(embedder)
     queries = QueryEncoder(counting, remember=2)
-    first = queries.encode("why does my consumer rebalance?")
-    first[:] = 0  # a caller's change to its copy does not reach the remembered vector
-    again = queries.encode("why does my consumer rebalance?")
+    first, first_tokens = queries.encode("why does my consumer rebalance?")
+    first[:] = 0  # a caller's change to its copies does not reach the remembered vectors
+    first_tokens[:] = 0
+    again, again_tokens = queries.encode("why does my consumer rebalance?")
     assert counting.texts == ["why does my consumer rebalance?"]
+    vectors, tokens = embedder.encode_with_tokens(["why does my consumer rebalance?"])
+    assert np.array_equal(again, vectors[0]) and np.array_equal(again_tokens, tokens[0])
     assert np.array_equal(again, embedder.encode(["why does my consumer rebalance?"])[0])
+    assert again_tokens.shape == (7, 384)  # why does my consumer re ##balance ?: no [CLS] or [SEP]
     queries.encode("what is acks?")
     queries.encode("why does my consumer rebalance?")  # used again: now the newest
     queries.encode("what is linger.ms?")  # forgets "what is acks?", the least recently used

@@ -258,6 +258,12 @@ def _damage(index_dir: Path, case: str) -> tuple[str, str]:
     if case == "faiss-truncated":
         _truncate(version / "faiss.index")
         return str(version / "faiss.index"), "is unreadable"
+    if case == "tokens-truncated":
+        _truncate(version / "tokens.f16")
+        return str(version / "tokens.f16"), "is unreadable"
+    if case == "token-basis-truncated":
+        _truncate(version / "token_basis.npz")
+        return str(version / "token_basis.npz"), "is unreadable"
     raise AssertionError(case)
 
 
@@ -275,6 +281,8 @@ DAMAGE = (
     "bm25-missing",
     "bm25-truncated",
     "faiss-truncated",
+    "tokens-truncated",
+    "token-basis-truncated",
 )
 
 

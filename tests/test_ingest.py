@@ -21,7 +21,15 @@ import pytest
 from rag.chunking import dense_text
 from rag.embedding import load_embedder, model_identity
 from rag.errors import NoDocumentsError, SourceNotFoundError
-from rag.index_store import current_version, load_index, read_chunk_table, read_manifest, serving_path
+from rag.index_store import (
+    TOKENS_VERSION,
+    StoredVersion,
+    current_version,
+    load_index,
+    read_chunk_table,
+    read_manifest,
+    serving_path,
+)
 from rag.ingest import chunk_files, chunk_vector, embed_rows, local_engine, planned_texts, run_ingest
 from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count
@@ -174,6 +182,18 @@ def test_full_ingest_chunk_table_and_vectors(built):
     # FAISS row i is chunk row i: each sampled chunk's fresh vector finds that chunk first.
     _, hits = loaded.dense.index.search(fresh, 1)
     assert [rows[int(h)]["chunk_id"] for h in hits[:, 0]] == [r["chunk_id"] for r in sample]
+    # Each chunk's token vectors are its text's word pieces, stored in the index's 128 directions.
+    assert read_manifest(index_dir)["tokens"] == {
+        "version": TOKENS_VERSION,
+        "count": int(loaded.token_offsets[-1]),
+        "dimensions": 128,
+    }
+    _, fresh_tokens = embedder.encode_with_tokens([dense_text(r["section_path"], r["text"]) for r in sample])
+    positions = [rows.index(r) for r in sample]
+    stored, offsets = loaded.token_vectors(positions)
+    assert np.diff(offsets).tolist() == [len(t) for t in fresh_tokens]
+    projected = loaded.token_basis.project(np.concatenate(fresh_tokens))
+    np.testing.assert_allclose(stored, projected, atol=0.02)
 
 
 def test_unit_mean_chunk_vectors_are_the_normalised_mean_of_the_units(built):
@@ -302,6 +322,38 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
     query = load_embedder(default_ingest_config().model).encode([NEW_SENTENCE])
     _, hits = loaded.dense.index.search(query, 1)
     assert NEW_SENTENCE in loaded.chunks.column("text")[int(hits[0][0])].as_py()
+
+
+def test_a_re_ingest_keeps_the_token_basis_and_the_carried_chunks_token_codes(workspace):
+    """Carried chunks' token codes are in the last version's basis: the new version keeps that basis and
+    their bytes, and puts the new chunks' tokens into it."""
+    corpus, index_dir = workspace
+    old_folder = serving_path(index_dir)
+    before = {row["chunk_id"]: row["token_codes"] for row in StoredVersion.open(old_folder).rows()}
+    path = corpus / CHANGED
+    path.write_text(path.read_text(encoding="utf-8").replace(OLD_SENTENCE, NEW_SENTENCE), encoding="utf-8")
+
+    report = run_ingest([corpus], index_dir, default_ingest_config())
+
+    new_folder = serving_path(index_dir)
+    assert new_folder != old_folder and 0 < report.embedded < report.chunks
+    assert (new_folder / "token_basis.npz").read_bytes() == (old_folder / "token_basis.npz").read_bytes()
+    after = {row["chunk_id"]: row["token_codes"] for row in StoredVersion.open(new_folder).rows()}
+    kept = set(before) & set(after)
+    assert len(kept) == report.reused  # the unchanged files' chunks and the changed file's known ones
+    assert {cid: after[cid] for cid in kept} == {cid: before[cid] for cid in kept}
+    new_ids = set(after) - set(before)
+    assert len(new_ids) == report.embedded and all(after[cid] for cid in new_ids)
+    assert read_manifest(index_dir)["tokens"]["count"] * 128 * 2 == sum(len(codes) for codes in after.values())
+    # The new chunks' codes are their tokens in the kept basis.
+    loaded = load_index(index_dir)
+    embedder = load_embedder(default_ingest_config().model)
+    chunk_ids = loaded.chunks.column("chunk_id").to_pylist()
+    for row in [chunk_ids.index(cid) for cid in sorted(new_ids)]:
+        record = loaded.chunks.slice(row, 1).to_pylist()[0]
+        _, (tokens,) = embedder.encode_with_tokens([dense_text(record["section_path"], record["text"])])
+        stored, _ = loaded.token_vectors([row])
+        np.testing.assert_allclose(stored, loaded.token_basis.project(tokens), atol=0.02)
 
 
 def _engine_calls(corpus: Path, index_dir: Path, config) -> list[tuple[list[str], frozenset[str], str, str]]:

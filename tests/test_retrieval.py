@@ -95,7 +95,7 @@ def test_candidates_come_in_first_stage_order_without_duplicates(retriever, stag
 def test_unit_scores_follow_the_units_of_each_chunk(retriever, stage):
     query = parse_query("how do I check the state of a share group?")
     pool = retriever.retrieve(query, 10, "hybrid", stage)
-    vector = retriever._queries.encode(query.text)
+    vector, _ = retriever._queries.encode(query.text)
     for candidate in pool.candidates:
         passage = candidate.passage
         units = build_units(passage.text, passage.section_path[-1] if passage.section_path else "")
