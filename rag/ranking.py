@@ -41,6 +41,7 @@ RANK_FEATURES = (
     "context_identifier",  # the same for identifiers that only sit in a pasted command line or stack frame
     "defines_identifier",  # the chunk defines a focus identifier, not the user's setup (heading or row's first cell)
     "position",  # where the chunk starts in its document, 0 (top) to 1 (end)
+    "late_interaction",  # mean over the question's tokens of each one's best cosine with a chunk token (`rag.tokens`)
 )
 
 RANKER_PATH = Path(__file__).with_name("ranker.json")

@@ -41,6 +41,7 @@ from rag.passages import Passage
 from rag.query import Query, QueryIdentifier, extra_terms, says_message, shared_run
 from rag.ranking import RANK_FEATURES
 from rag.settings import RETRIEVAL_MODES, Settings
+from rag.tokens import late_interaction
 from rag.units import (
     before_closing_block,
     lead_in_ending,
@@ -160,6 +161,7 @@ class _PerRow:
     lexical: np.ndarray  # BM25 score of every row
     dense: dict[int, float]
     best_unit: dict[int, float]
+    late_interaction: dict[int, float]  # `rag.tokens.late_interaction`
     first: dict[int, float]  # first-stage (fused) score
     matched_terms: dict[int, frozenset[str]]
 
@@ -242,7 +244,7 @@ class Retriever:
                     QueryIdentifier(name, "command" if name in query.pasted_fields else "question") for name in names
                 ),
             )
-        query_vector, _ = self._queries.encode(query.text)
+        query_vector, query_tokens = self._queries.encode(query.text)
         timings["embed_query"] = elapsed_ms(started)
 
         started = time.perf_counter()
@@ -283,6 +285,9 @@ class Retriever:
         unit_vectors = {row: self.index.unit_vectors(row) for row in rows}
         unit_scores = {row: vectors @ query_vector for row, vectors in unit_vectors.items()}
         best_unit = {row: float(s.max()) if len(s) else dense_of[row] for row, s in unit_scores.items()}
+        tokens, token_offsets = self.index.token_vectors(rows)
+        question_tokens = self.index.token_basis.project(query_tokens)
+        late = dict(zip(rows, late_interaction(question_tokens, tokens, token_offsets).tolist(), strict=True))
         first = self._first_stage(
             mode, dense_order, lexical_order, identifier_order, dense_of, unit_order, lexical, stage
         )
@@ -293,7 +298,7 @@ class Retriever:
         )  # not the user's quoted 'my.topic', nor their `dc1.orders`
         evidence = self._query_evidence(query, errors, unknown_asked, names.keys(), spelt_names)
         matched_terms = self._matched_terms(rows, evidence.term_weights)
-        per_row = _PerRow(records, carried, defined, lexical, dense_of, best_unit, first, matched_terms)
+        per_row = _PerRow(records, carried, defined, lexical, dense_of, best_unit, late, first, matched_terms)
         features = self._features(query, mode, order, per_row, evidence, stage, idf)
         pasted = {i.name for i in query.identifiers if i.place == "error"}
         named_errors = set(errors.values())
@@ -673,6 +678,7 @@ class Retriever:
                     _share(context, per_row.carried[row]),
                     1.0 if defining & per_row.defined[row] else 0.0,
                     float(self._position[row]),
+                    per_row.late_interaction[row],
                 )
             )
         return vectors

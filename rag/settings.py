@@ -118,11 +118,11 @@ class Settings:
     # with the conversation's subject when, searched alone, its passages' best cosine stays under
     # followup_weak_dense (`Assistant._leans_on_history`). 0 terms turns it off.
     followup_max_terms: int = 2
-    followup_weak_dense: float = 0.55
+    followup_weak_dense: float = 0.5
     # ... and, whatever its words, when searched with the conversation's subject its best passage scores more than
     # followup_lean_margin above its best passage searched alone (learned scores); inf never compares (no second
     # search). All three chosen by `evals/tune_leaning.py --half-indexes ...` (evals/reports/tune_leaning.md).
-    followup_lean_margin: float = 2.0
+    followup_lean_margin: float = 1.0
     # The rendered answer (quoted words, names, labels, markers, part headings) stays within this many
     # characters: concise by construction on any mix of questions (a limit on the tuning parts' median alone
     # let the test parts' answers run longer). Chosen by `evals/tune_answers.py --only answer_max_chars`:

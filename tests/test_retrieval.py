@@ -10,13 +10,16 @@ import math
 import numpy as np
 import pytest
 
-from rag.chunking import lexical_text
+from rag.chunking import dense_text, lexical_text
+from rag.embedding import load_embedder, model_identity
 from rag.errors import RetrievalError
 from rag.identifiers import MBean
+from rag.index_store import load_index
 from rag.lexical import tokenize
 from rag.query import parse_query
 from rag.ranking import RANK_FEATURES, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever, metric_tokens
+from rag.tokens import late_interaction
 from rag.units import build_units
 
 pytestmark = pytest.mark.slow
@@ -46,6 +49,13 @@ def retriever(assistant) -> Retriever:
 @pytest.fixture(scope="module")
 def stage(settings) -> FirstStage:
     return FirstStage.from_settings(settings)
+
+
+@pytest.fixture(scope="module")
+def index_retriever(settings) -> Retriever:
+    """A retriever on the seeds index without an assistant: the candidates and features, no ranker."""
+    embedder = load_embedder(settings.model, settings.embed_backend)
+    return Retriever(load_index(settings.index_dir, model_identity(embedder)), embedder)
 
 
 def _top(pool, k=5):
@@ -103,6 +113,40 @@ def test_unit_scores_follow_the_units_of_each_chunk(retriever, stage):
         np.testing.assert_allclose(candidate.unit_scores, candidate.unit_vectors @ vector, atol=1e-5)
         if len(units):
             assert candidate.feature("sentence") == pytest.approx(float(candidate.unit_scores.max()), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("question", "phrase"),
+    [("what is the fetch session", "fetch session"), ("what is transaction.timeout.ms", "transaction.timeout.ms")],
+)
+def test_late_interaction_is_the_max_sim_of_the_questions_tokens_with_the_chunks(
+    index_retriever, stage, question, phrase
+):
+    """Each candidate's feature is the MaxSim of the question's word pieces with its chunk's, as the model
+    makes them for its text under its heading path (at most 256 word pieces), in the index's basis; a
+    chunk saying the question's words scores above every chunk saying none of them."""
+    query = parse_query(question)
+    assert index_retriever._spelling_corrected(query).text == query.text  # what the retriever encodes
+    pool = index_retriever.retrieve(query, 20, "hybrid", stage)
+    embedder, basis = index_retriever._queries._embedder, index_retriever.index.token_basis
+    _, (question_tokens,) = embedder.encode_with_tokens([query.text])
+    texts = [dense_text(candidate.passage.section_path, candidate.passage.text) for candidate in pool.candidates]
+    _, tokens = embedder.encode_with_tokens(texts)
+    counts = [len(t) for t in tokens]
+    assert max(counts) == 254 and min(counts) > 0  # long chunks are cut at the model's 256 word pieces
+    expected = late_interaction(
+        basis.project(question_tokens), basis.project(np.concatenate(tokens)), np.cumsum([0, *counts])
+    )
+    found = np.array([candidate.feature("late_interaction") for candidate in pool.candidates])
+    np.testing.assert_allclose(found, expected, atol=0.02)
+    assert np.all((found > 0) & (found <= 1 + 1e-6))
+
+    # What the model reads of a chunk is its heading path too ("3. Transaction timeouts").
+    words = phrase.replace(".", " ").split()
+    saying = [score for score, text in zip(found, texts, strict=True) if phrase in text.lower()]
+    silent = [score for score, text in zip(found, texts, strict=True) if not any(w in text.lower() for w in words)]
+    assert len(saying) >= 2 and len(silent) >= 5
+    assert min(saying) > max(silent)
 
 
 def test_matched_terms_and_identifiers_are_the_questions(retriever, stage):
