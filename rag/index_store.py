@@ -109,7 +109,7 @@ class LoadedIndex:
 
     def token_vectors(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """The token vectors of chunk rows `rows`, one after another (float32 (tokens, k)), and where each
-        row's begin: row `rows[i]` holds `tokens[offsets[i]:offsets[i + 1]]`."""
+        row's tokens begin: row `rows[i]` holds `tokens[offsets[i]:offsets[i + 1]]`."""
         starts, ends = self.token_offsets[rows], self.token_offsets[np.asarray(rows, dtype=np.int64) + 1]
         offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
         parts = [self.tokens[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
