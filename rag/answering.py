@@ -300,6 +300,12 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         chosen.insert(0, before)
         chars += before.size
         before = _leaned_on(before, by_place)
+    # A lead that is one sentence of a list item comes with the item's other sentences, paid for now too: "The
+    # `--zookeeper` option was removed." misleads without "Please use `--bootstrap-server` instead."
+    rest = _rest_of_item(lead, chosen, ranked.candidates, by_place)
+    if rest and chars + sum(u.size for u in rest) <= shape.max_chars:
+        chosen = sorted([*chosen, *rest], key=_place)
+        chars += sum(u.size for u in rest)
     seen_terms = {term for u in chosen for term in u.terms}
     question_terms = frozenset(query.tokens)
     pool = [u for u in scored if u is not lead]
@@ -335,7 +341,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     held += [(unit, False) for unit in _what_to_run(lead, pool, query)]
     for unit, asked in held:
         room = shape.max_chars - chars
-        added, cost = _admitted(unit, chosen, seen_terms, question_terms, by_place, room, limit, shape, named=asked)
+        added, cost = _admitted(
+            unit, chosen, seen_terms, question_terms, ranked.candidates, by_place, room, limit, shape, named=asked
+        )
         chosen += added
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
@@ -343,7 +351,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # A unit under the floor is quoted only beside one chosen for its own sake, as its sequel or its preamble:
     # never one faint sentence after another through a passage.
     anchors = list(chosen)
-    while pool and len(chosen) < limit:
+    while pool and _counted(chosen, ranked.candidates, by_place) < limit:
         # What follows a lead-in already shown first (the rest of a list cut for size, the list a chosen
         # setting's description introduces); then the best remaining unit, a neighbour of a chosen one
         # raised: the sentence after "check if there is a hung transaction" says how to check. So is a unit of a
@@ -370,9 +378,11 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         if below:
             continue  # too far below its part's best
         room = shape.max_chars - chars
-        added, cost = _admitted(unit, chosen, seen_terms, question_terms, by_place, room, limit, shape)
+        added, cost = _admitted(
+            unit, chosen, seen_terms, question_terms, ranked.candidates, by_place, room, limit, shape
+        )
         chosen += added
-        if added and not unit.faint:  # admitted (`_admitted` gives nothing or ends with it), for its own sake
+        if added and not unit.faint:  # admitted (`_admitted` gives nothing or holds it), for its own sake
             anchors.append(unit)
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
@@ -498,14 +508,16 @@ def _admitted(
     chosen: list[_Scored],
     seen_terms: set[str],
     question_terms: frozenset[str],
+    candidates: tuple[Candidate, ...],
     by_place: dict[tuple[int, int], _Scored],
     room: int,
     limit: int,
     shape: AnswerShape,
     named: bool = False,
 ) -> tuple[list[_Scored], int]:
-    """What showing `unit` adds to the answer (its setting's entry first, when not shown) and the characters
-    that costs; nothing when it says what the answer says, or does not fit `room` characters and `limit` units.
+    """What showing `unit` adds to the answer (its setting's entry first, when not shown; the other sentences
+    of its list item with it, when they fit) and the characters that costs; nothing when it says what the
+    answer says, or does not fit `room` characters and `limit` units.
     An entry the question names (`named`) is shown however many words it shares with the answer: the words
     two entries share are what the user asks them apart by (NOT_ENOUGH_REPLICAS, ..._AFTER_APPEND), and
     the entries of `log.retention.ms` and `log.retention.minutes` read alike but for their unit. So is a
@@ -542,9 +554,15 @@ def _admitted(
     if before is not None and (_among(before, chosen) or _restates(before, chosen, shape.min_novelty)):
         before = None
     cost = unit.size - _shared_lead_in(unit, chosen) + (before.size if before else 0)
-    if cost > room or (before and len(chosen) + 2 > limit):
+    if cost > room or (before and _counted(chosen, candidates, by_place) + 2 > limit):
         return [], 0
-    return ([dataclasses.replace(before, bucket=unit.bucket)] if before else []) + [unit], cost
+    added = ([dataclasses.replace(before, bucket=unit.bucket)] if before else []) + [unit]
+    # The rest of its list item is paid for now as well, when it fits: later, other units have taken the room
+    # and `_with_their_items` finds none left. An item counts as one unit however many sentences it has.
+    rest = _rest_of_item(unit, [*chosen, *added], candidates, by_place)
+    if rest and cost + sum(u.size for u in rest) <= room:
+        return sorted([*added, *rest], key=_place), cost + sum(u.size for u in rest)
+    return added, cost
 
 
 def _new_metric(unit: _Scored, chosen: list[_Scored]) -> bool:
@@ -922,39 +940,55 @@ def _with_their_items(
     for unit in chosen:
         if _among(unit, shown):
             continue  # brought in with an earlier sentence of its item
-        item = _item_sentences(unit, candidates, by_place)
-        rest = [u for u in item if u is not unit and not _among(u, chosen) and not _quoted_in(u, (*chosen, *shown))]
+        rest = _rest_of_item(unit, (*chosen, *shown), candidates, by_place)
         cost = sum(u.size for u in rest)
         if not rest or cost > budget:
             shown.append(unit)
             continue
-        shown += [
-            u if u.bucket == unit.bucket else dataclasses.replace(u, bucket=unit.bucket)
-            for u in item
-            if _among(u, (unit, *rest))
-        ]
+        shown += sorted([unit, *rest], key=_place)
         budget -= cost
     return shown, budget
+
+
+def _counted(
+    chosen: Sequence[_Scored], candidates: tuple[Candidate, ...], by_place: dict[tuple[int, int], _Scored]
+) -> int:
+    """The units `chosen` holds toward the answer's limit: the sentences of one list item count once."""
+    return len({_place(_item_sentences(u, candidates, by_place)[0]) for u in chosen})
+
+
+def _rest_of_item(
+    unit: _Scored, shown: Sequence[_Scored], candidates: tuple[Candidate, ...], by_place: dict[tuple[int, int], _Scored]
+) -> list[_Scored]:
+    """The other sentences of the list item `unit` is a sentence of that `shown` lacks, in `unit`'s part of
+    the answer."""
+    return [
+        u if u.bucket == unit.bucket else dataclasses.replace(u, bucket=unit.bucket)
+        for u in _item_sentences(unit, candidates, by_place)
+        if u is not unit and not _among(u, shown) and not _quoted_in(u, shown)
+    ]
 
 
 def _item_sentences(
     unit: _Scored, candidates: tuple[Candidate, ...], by_place: dict[tuple[int, int], _Scored]
 ) -> list[_Scored]:
-    """The sentences of the list item (of a list without a lead-in) that `unit` is a sentence of, in text
-    order and itself among them: its neighbours in the same list with no line break between."""
-    if unit.unit.kind != "sentence" or unit.unit.list_start < 0:
+    """The sentences of the list item (of a list without a lead-in, or one an earlier chunk began) that `unit`
+    is a sentence of, in text order and itself among them: its neighbours in the same list with no line break
+    between."""
+    if unit.unit.kind not in ("sentence", "list") or unit.unit.list_start < 0:
         return [unit]
     text = candidates[unit.candidate_index].passage.text
     item = [unit]
     for step in (-1, 1):
         edge = unit
         while (other := by_place.get((unit.candidate_index, edge.unit.position + step))) is not None:
-            if other.unit.kind != "sentence" or other.unit.list_start != unit.unit.list_start:
+            if other.unit.kind not in ("sentence", "list") or other.unit.list_start != unit.unit.list_start:
                 break
             first, second = (other, edge) if step < 0 else (edge, other)
-            start = text.find(first.unit.text)
-            end = text.find(second.unit.text, start + len(first.unit.text))
-            if start < 0 or end < 0 or "\n" in text[start + len(first.unit.text) : end]:
+            said = first.unit.parts[-1]  # a list unit's sentence follows its lead-in (`with_block_lead_in`)
+            start = text.find(said)
+            end = text.find(second.unit.parts[-1], start + len(said))
+            if start < 0 or end < 0 or "\n" in text[start + len(said) : end]:
                 break
             item.append(other)
             edge = other
@@ -967,8 +1001,13 @@ def _quoted_in(unit: _Scored, shown: Sequence[_Scored]) -> bool:
 
 
 def _list_key(unit: _Scored) -> tuple[int, int] | None:
-    """Sentences of the items of one list without a lead-in, in one passage, share this key."""
-    return (unit.candidate_index, unit.unit.list_start) if unit.unit.list_start >= 0 else None
+    """Sentences of the items of one list without a lead-in, in one passage, share this key (not those shown
+    under the lead-in of a list an earlier chunk began: `_lead_key`)."""
+    return (
+        (unit.candidate_index, unit.unit.list_start)
+        if unit.unit.list_start >= 0 and unit.unit.kind == "sentence"
+        else None
+    )
 
 
 def _with_whole_lists(

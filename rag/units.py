@@ -106,7 +106,9 @@ class EvidenceUnit:
     parts: tuple[str, ...]
     subject: str = ""  # what a reference unit is about: a setting's key, a row's first cell
     position: int = 0  # index of the unit in the chunk
-    list_start: int = -1  # a sentence of an item of a list with no lead-in: where that list starts in the chunk
+    # a sentence of an item of a list with no lead-in (or one an earlier chunk began, `with_block_lead_in`): where
+    # that list starts in the chunk
+    list_start: int = -1
     item: bool = False  # one item of a list cut for size, with its lead-in (the list's pieces are units too)
 
     @property
@@ -880,13 +882,15 @@ def continued_block_end(text: str) -> int:
 
 
 def with_block_lead_in(unit: EvidenceUnit, lead_in: str) -> EvidenceUnit:
-    """An item of a list begun in an earlier chunk, as a list unit under that list's lead-in; a code block
-    whose lead-in ends the earlier chunk, under that lead-in."""
+    """A sentence of an item of a list begun in an earlier chunk, as a list unit under that list's lead-in; a
+    code block whose lead-in ends the earlier chunk, under that lead-in. The item's later sentences too ("Please
+    use the `GET /connectors/{name}/tasks` endpoint instead."): shown apart from their item's first, they read
+    as items of their own. Each keeps its `list_start`, by which the sentences of one item are found together."""
     if lead_in and unit.kind == "code" and len(unit.parts) == 1:
         return dataclasses.replace(unit, parts=(lead_in, unit.parts[0]))
-    if not lead_in or unit.kind != "sentence" or not _ITEM.match(unit.text):
+    if not lead_in or unit.kind != "sentence" or unit.list_start < 0:
         return unit
-    return dataclasses.replace(unit, kind="list", parts=(lead_in, unit.text), list_start=-1)
+    return dataclasses.replace(unit, kind="list", parts=(lead_in, unit.text))
 
 
 def with_table_header(unit: EvidenceUnit, header: str) -> EvidenceUnit:
@@ -930,11 +934,23 @@ def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
         f"{format_sentence(ordered[0].parts[0])} [{marker}]"
     ]
     if items := [u.parts[1] for u in ordered if u.kind == "list"]:
-        lines.append(_render_items(*items))
+        lines.append(_render_items(*_with_later_sentences(items)))
     lines += [_row_line(u) for u in ordered if u.kind == "row"]  # rows of one table under its lead-in
     if code := [u.parts[1] for u in ordered if u.kind == "code"]:
         lines.append(_fenced("\n".join(code)))
     return "\n".join(lines)
+
+
+def _with_later_sentences(pieces: Sequence[str]) -> list[str]:
+    """List pieces with each later sentence of an item (one line, no item marker: `with_block_lead_in`)
+    joined to the piece before it, its item's earlier sentence."""
+    joined: list[str] = []
+    for piece in pieces:
+        if joined and "\n" not in piece and not _ITEM.match(piece):
+            joined[-1] += f" {piece.strip()}"
+        else:
+            joined.append(piece)
+    return joined
 
 
 def render_list_items(units: Sequence[EvidenceUnit], text: str, marker: int) -> str:

@@ -269,6 +269,28 @@ def test_items_of_a_list_an_earlier_chunk_began_are_shown_under_its_lead_in_cite
     ]
 
 
+def test_a_later_sentence_of_an_item_an_earlier_chunk_introduced_is_shown_in_its_item_under_the_lead_in():
+    """ "Please use the `GET /tasks` endpoint instead." matched best, and was shown as an item of its own, apart
+    from the endpoint it is about: its item comes with it, as one line under the list's lead-in."""
+    axes = _Axes()
+    text = (
+        "- `GET /tasks-config` - get the configuration of all tasks. This endpoint is deprecated. "
+        "Please use the `GET /tasks` endpoint instead.\n- `PUT /stop` - stop the connector."
+    )
+    intro = make_candidate("intro", text="The connector REST API has these endpoints:").passage
+    top = dataclasses.replace(
+        candidate(axes, "top", text, [0.3, 0.2, 0.9, 0.1]),
+        block_lead_in="The connector REST API has these endpoints:",
+        block_intro=intro,
+    )
+    draft = extract_answer(ranked([top], FACT), shape(max_units_fact=1))
+    _check(draft)
+    assert draft.text == (
+        "The connector REST API has these endpoints: [1][2]\n- `GET /tasks-config` - get the configuration of all "
+        "tasks. This endpoint is deprecated. Please use the `GET /tasks` endpoint instead."
+    )
+
+
 def test_the_tail_of_a_code_block_an_earlier_chunk_opened_follows_the_lead_and_does_not_lead():
     """ "can I delete records older than an offset from a topic?" was led by the last options of the reset tool's
     help text: the chunk began inside its fenced block, so the answer opened mid-sentence, with no command."""
@@ -603,6 +625,38 @@ def test_a_sentence_of_a_list_item_is_shown_with_the_items_other_sentences_when_
     assert (draft.text == item) is whole, draft.text
     assert "Please use `listeners` instead." in draft.text
     assert "quota.producer.default" not in draft.text  # another item of the list
+
+
+REMOVED = "which broker configurations were removed in the upgrade?"
+LISTENERS = "Brokers accept connections on every listener named in `advertised.listeners` after a restart."
+RECONNECT = "Clients must reconnect to the new listener ports once the rolling restart of the cluster completes."
+REPLACEMENT = "- The `port` and `host.name` configurations were removed. Please use `listeners` instead. ["
+
+
+@pytest.mark.parametrize(("max_chars", "second_passage"), [(5000, True), (180, False)])
+def test_a_lead_that_is_a_sentence_of_a_list_item_pays_for_the_rest_of_the_item_first(max_chars, second_passage):
+    """The rest of the lead's item comes before any other unit takes the room: "… were removed." alone would
+    mislead. The item's two sentences count as one unit: a second passage still follows within two."""
+    axes = _Axes()
+    notes = candidate(axes, "notes", NOTES, [0.9, 0.1, 0.1])
+    second = candidate(axes, "second", LISTENERS, [0.85])
+    draft = extract_answer(ranked([notes, second], REMOVED), shape(max_units_fact=2, max_chars=max_chars))
+    _check(draft)
+    assert draft.text.startswith(REPLACEMENT + "1]"), draft.text
+    assert ("after a restart" in draft.text) is second_passage, draft.text
+
+
+def test_a_list_item_sentence_chosen_after_the_lead_is_admitted_with_the_rest_of_its_item():
+    """Chosen below the lead, an item's sentence brings its item's other sentences when they fit the room left,
+    before a lower unit takes it (`_with_their_items` would find no room left at the end)."""
+    axes = _Axes()
+    first = candidate(axes, "first", LISTENERS, [0.9])
+    notes = candidate(axes, "notes", NOTES, [0.8, 0.1, 0.1])
+    third = candidate(axes, "third", RECONNECT, [0.7])
+    draft = extract_answer(ranked([first, notes, third], REMOVED), shape(max_units_fact=3, max_chars=280))
+    _check(draft)
+    assert REPLACEMENT + "2]" in draft.text, draft.text
+    assert "rolling restart" not in draft.text, draft.text  # no room left for it
 
 
 TWO_ASKS = "what is the record lock duration, and how do consumers of a share group read records?"

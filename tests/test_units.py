@@ -327,6 +327,26 @@ def test_the_leading_items_of_a_chunk_take_the_lead_in_of_their_list():
     assert with_block_lead_in(units[0], "") is units[0]
 
 
+def test_the_later_sentences_of_a_leading_item_go_under_the_lead_in_on_their_items_line():
+    """Shown apart from their item's first sentence, "This endpoint is deprecated." and "Please use …" read as
+    items of their own: they join it under the lead-in, and keep the list they belong to."""
+    text = (
+        "- `GET /tasks-config` - get every task's configuration. This endpoint is deprecated. Please use "
+        "`GET /tasks` instead.\n- `PUT /stop` - stop the connector."
+    )
+    units = build_units(text)
+    shown = [with_block_lead_in(u, "The endpoints are:") for u in units]
+    assert [u.kind for u in shown] == ["list"] * 4
+    assert len({u.list_start for u in shown}) == 1 and shown[0].list_start >= 0
+    assert shown[2].parts == ("The endpoints are:", "Please use `GET /tasks` instead.")
+    assert render_shared_lead(shown, 1).split("\n") == [
+        "The endpoints are: [1]",
+        "- `GET /tasks-config` - get every task's configuration. This endpoint is deprecated. Please use "
+        "`GET /tasks` instead.",
+        "- `PUT /stop` - stop the connector.",
+    ]
+
+
 def test_a_chunk_that_begins_with_its_own_code_block_takes_the_lead_in_ending_the_chunk_before():
     earlier = "Grants are managed per principal. In the following example, Alice may write to acme topics."
     assert lead_in_ending(earlier) == "In the following example, Alice may write to acme topics."
