@@ -8,9 +8,9 @@
         vectors.f32                chunk vectors, float32 (chunks x dim), row i = chunk row i
         units.f16                  evidence-unit vectors, float16 (units x dim), in chunk order
         unit_offsets.i64           chunk row i's units are units[offsets[i]:offsets[i + 1]]
-        tokens.f16                 the chunks' token vectors in the index's token basis (`rag.tokens`), float16
+        tokens.i8                  the chunks' token vectors as int8 codes in the index's token basis (`rag.tokens`)
         token_offsets.i64          chunk row i's tokens are tokens[offsets[i]:offsets[i + 1]]
-        token_basis.npz            that basis: the centre and principal directions of the corpus's tokens
+        token_basis.npz            that basis: the centre, principal directions and code spans of the corpus's tokens
         faiss.index, units.faiss   nearest-neighbour indexes over the two vector files (`rag.vector_index`)
         bm25/                      the bm25s lexical index (memory-mapped when served)
       versions/.staging-<version>/ a build in progress; never read, removed on failure
@@ -44,7 +44,7 @@ from rag.errors import IndexMismatchError, IndexNotFoundError, IndexStoreError
 from rag.identifiers import command_flags, defined_identifiers
 from rag.lexical import LEXICAL_VERSION, load_bm25, write_bm25
 from rag.synthetic import SyntheticQuery, synthetic_queries
-from rag.tokens import BASIS_SAMPLE, TokenBasis, token_bytes, token_matrix
+from rag.tokens import TokenBasis, token_codes
 from rag.units import UNITS_VERSION
 from rag.vector_index import VectorFile, VectorSearch, choose_index_type, write_vector_index
 
@@ -54,11 +54,10 @@ CHUNKS_FILE = "chunks.arrow"
 VECTORS_FILE = "vectors.f32"
 UNITS_FILE = "units.f16"
 UNIT_OFFSETS_FILE = "unit_offsets.i64"
-TOKENS_FILE = "tokens.f16"
-RAW_TOKENS_FILE = "tokens-unprojected.f16"  # staging only: a build's token vectors before its basis is fitted
+TOKENS_FILE = "tokens.i8"
 TOKEN_OFFSETS_FILE = "token_offsets.i64"
 TOKEN_BASIS_FILE = "token_basis.npz"
-TOKENS_VERSION = 1  # how token vectors are made and stored: an index of another version is built again
+TOKENS_VERSION = 2  # how token vectors are made and stored (2: int8 codes): an index of another is built again
 FAISS_FILE = "faiss.index"
 UNITS_FAISS_FILE = "units.faiss"
 SYNTHETIC_FILE = "synthetic_queries.parquet"
@@ -81,8 +80,8 @@ CHUNK_SCHEMA = pa.schema(
 )
 STORED_SCHEMA = CHUNK_SCHEMA.append(pa.field("defined", pa.list_(pa.string())))  # what the chunk defines
 VECTOR_FIELDS = ("vector", "unit_vectors")  # a chunk row's vectors: its own, and one per evidence unit
-# A chunk row's token vectors travel as float16 bytes (`rag.tokens.token_bytes`): "token_vectors" at the
-# model's dimension, from ingest; "token_codes" already in the index's basis, carried from the last version.
+# A chunk row's token vectors travel as "token_codes", int8 bytes in the index's basis (`rag.tokens.token_codes`),
+# from the embedding step on (`rag.ingest.embed_rows`), or carried from the last version, whose basis a re-ingest keeps.
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ class LoadedIndex:
     dense: VectorSearch  # over `vectors`
     unit_search: VectorSearch  # over `units`
     bm25: Any
-    tokens: np.ndarray  # float16 (tokens, k), memory-mapped, in `token_basis`
+    tokens: np.ndarray  # int8 (tokens, k), memory-mapped: codes in `token_basis`
     token_offsets: np.ndarray  # int64 (chunks + 1,)
     token_basis: TokenBasis
 
@@ -108,8 +107,9 @@ class LoadedIndex:
         return np.asarray(self.units[self.unit_offsets[row] : self.unit_offsets[row + 1]], dtype=np.float32)
 
     def token_vectors(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The token vectors of chunk rows `rows`, one after another (float32 (tokens, k)), and where each
-        row's tokens begin: row `rows[i]` holds `tokens[offsets[i]:offsets[i + 1]]`."""
+        """The token codes of chunk rows `rows`, one after another, as float32 (tokens, k) to multiply with a
+        question's `token_basis.question` tokens, and where each row's tokens begin: row `rows[i]` holds
+        `tokens[offsets[i]:offsets[i + 1]]`."""
         starts, ends = self.token_offsets[rows], self.token_offsets[np.asarray(rows, dtype=np.int64) + 1]
         offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
         parts = [self.tokens[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
@@ -238,7 +238,7 @@ class StoredVersion:
             _sized(VectorFile(path / VECTORS_FILE, np.dtype(np.float32), (chunks, dimension))),
             _sized(VectorFile(path / UNITS_FILE, np.dtype(np.float16), (units, dimension))),
             _sized(VectorFile(path / UNIT_OFFSETS_FILE, np.dtype(np.int64), (chunks + 1, 1))),
-            _sized(VectorFile(path / TOKENS_FILE, np.dtype(np.float16), token_shape)),
+            _sized(VectorFile(path / TOKENS_FILE, np.dtype(np.int8), token_shape)),
             _sized(VectorFile(path / TOKEN_OFFSETS_FILE, np.dtype(np.int64), (chunks + 1, 1))),
         )
 
@@ -269,7 +269,7 @@ class StoredVersion:
         return {
             "vector": self.vectors[row : row + 1][0].astype(np.float32),
             "unit_vectors": self.units[first:last].astype(np.float32),
-            "token_codes": token_bytes(self.tokens[token_first:token_last]),
+            "token_codes": self.tokens[token_first:token_last].tobytes(),
         }
 
     def rows(self) -> Iterator[dict[str, Any]]:
@@ -286,7 +286,7 @@ class StoredVersion:
             token_offsets -= token_offsets[0]
             for offset, record in enumerate(batch.to_pylist()):
                 unit_vectors = units[offsets[offset] : offsets[offset + 1]]
-                codes = token_bytes(tokens[token_offsets[offset] : token_offsets[offset + 1]])
+                codes = tokens[token_offsets[offset] : token_offsets[offset + 1]].tobytes()
                 yield {**record, "vector": vectors[offset], "unit_vectors": unit_vectors, "token_codes": codes}
             row = end
 
@@ -331,11 +331,10 @@ def read_chunk_table(index_dir: Path) -> pa.Table | None:
     whole version in memory: for tests, benchmarks and small corpora, never the serving path."""
     if read_pointer(index_dir) is None:
         return None
-    table = rows_to_table(
+    return rows_to_table(
         {**r, "vector": r["vector"].tolist(), "unit_vectors": r["unit_vectors"].tolist()}
         for r in StoredVersion.open(serving_path(index_dir)).rows()
     )
-    return table.drop_columns(["token_vectors"])  # what ingest made, before projection: a version keeps no such thing
 
 
 class VersionWriter:
@@ -346,9 +345,9 @@ class VersionWriter:
     the staging folder, so a failed build leaves nothing behind and the previous version serves.
     """
 
-    def __init__(self, index_dir: Path, *, flat_max: int, token_basis: TokenBasis | None = None) -> None:
-        """`token_basis`: the basis to store token vectors in, the last version's when this build carries
-        rows from it (their stored tokens are in it); None fits one at `publish` from this build's tokens."""
+    def __init__(self, index_dir: Path, *, flat_max: int, token_basis: TokenBasis) -> None:
+        """`token_basis`: the basis the rows' "token_codes" are in (`rag.ingest.fit_token_basis`, or the last
+        version's when this build carries rows from it), saved beside them."""
         self.index_dir = index_dir
         self.flat_max = flat_max
         self.token_basis = token_basis
@@ -361,7 +360,7 @@ class VersionWriter:
         self._vectors = (self.staging / VECTORS_FILE).open("wb")
         self._units = (self.staging / UNITS_FILE).open("wb")
         self._offsets = array("q", [0])
-        self._tokens = (self.staging / (TOKENS_FILE if token_basis else RAW_TOKENS_FILE)).open("wb")
+        self._tokens = (self.staging / TOKENS_FILE).open("wb")
         self._token_offsets = array("q", [0])
         self._pending: list[Mapping[str, Any]] = []
         self._document = ""
@@ -412,35 +411,14 @@ class VersionWriter:
             self._units.write(row_units.astype(np.float16).tobytes())
             self._offsets.append(self._offsets[-1] + len(row_units))
         for r in rows:
-            codes = self._token_codes(r)
-            self._tokens.write(codes)
-            width = self.token_basis.dimensions if self.token_basis else self.dimension
-            self._token_offsets.append(self._token_offsets[-1] + len(codes) // (2 * width))
+            codes = token_codes(r.get("token_codes"), self.token_basis.dimensions)  # checked: whole tokens
+            self._tokens.write(codes.tobytes())
+            self._token_offsets.append(self._token_offsets[-1] + len(codes))
         self._pending = []
 
-    def _token_codes(self, row: Mapping[str, Any]) -> bytes:
-        """The row's token vectors as this build stores them: in its basis when it has one yet, else as made."""
-        if row.get("token_codes") is not None:
-            if self.token_basis is None:
-                raise IndexStoreError("Token vectors carried from the last version, but no basis to store them in")
-            return row["token_codes"]
-        raw = row.get("token_vectors") or b""
-        if self.token_basis is None:
-            return raw
-        return token_bytes(self.token_basis.project(token_matrix(raw, self.dimension)))
-
     def _store_tokens(self) -> dict[str, int]:
-        """Fit the token basis when the build brought none, project the staged tokens into it, save it."""
+        """The token offsets and the basis, beside the codes written row by row."""
         count = self._token_offsets[-1]
-        if self.token_basis is None:
-            raw = VectorFile(self.staging / RAW_TOKENS_FILE, np.dtype(np.float16), (count, self.dimension))
-            step = max(1, count // BASIS_SAMPLE)
-            sample = np.concatenate([block[::step] for block in raw.blocks()] or [np.zeros((0, self.dimension))])
-            self.token_basis = TokenBasis.fit(sample.astype(np.float32))
-            with (self.staging / TOKENS_FILE).open("wb") as handle:
-                for block in raw.blocks():
-                    handle.write(token_bytes(self.token_basis.project(block)))
-            (self.staging / RAW_TOKENS_FILE).unlink()
         (self.staging / TOKEN_OFFSETS_FILE).write_bytes(np.asarray(self._token_offsets, dtype=np.int64).tobytes())
         self.token_basis.save(self.staging / TOKEN_BASIS_FILE)
         return {"version": TOKENS_VERSION, "count": count, "dimensions": self.token_basis.dimensions}
@@ -508,11 +486,13 @@ def write_version(
     manifest: dict[str, Any],
     *,
     flat_max: int,
+    token_basis: TokenBasis,
     before_publish: Any = None,
 ) -> str:
-    """Write and publish a version from rows (or a table with vector columns) already in their final order."""
+    """Write and publish a version from rows (or a table with vector columns) already in their final order,
+    their "token_codes" in `token_basis`."""
     records = rows.to_pylist() if isinstance(rows, pa.Table) else rows
-    with VersionWriter(index_dir, flat_max=flat_max) as writer:
+    with VersionWriter(index_dir, flat_max=flat_max, token_basis=token_basis) as writer:
         for row in records:
             writer.add(row)
         return writer.publish(manifest, before_publish)
@@ -636,7 +616,7 @@ def load_version(path: Path, expected_model: ModelIdentity | None = None) -> Loa
         current_file = path / "bm25"
         bm25 = load_bm25(current_file)
         current_file = path / TOKENS_FILE
-        tokens = _mapped(current_file, np.float16, token_shape)
+        tokens = _mapped(current_file, np.int8, token_shape)
         current_file = path / TOKEN_OFFSETS_FILE
         token_offsets = _mapped(current_file, np.int64, (len(chunks) + 1,))
         current_file = path / TOKEN_BASIS_FILE
@@ -721,6 +701,6 @@ def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     schema = (
         CHUNK_SCHEMA.append(pa.field("vector", pa.list_(pa.float32())))
         .append(pa.field("unit_vectors", pa.list_(pa.list_(pa.float32()))))
-        .append(pa.field("token_vectors", pa.binary()))
+        .append(pa.field("token_codes", pa.binary()))
     )
     return pa.Table.from_pylist([{name: row.get(name) for name in schema.names} for row in rows], schema=schema)

@@ -1,9 +1,10 @@
 """The ingest pipeline: scan sources, reuse what is unchanged, load + chunk + embed the rest, publish.
 
 The per-partition work is two pure generators over plain rows, `chunk_files` (bytes → chunk rows)
-and `embed_rows` (rows → rows with vectors, model loaded once per process). `run_ingest` runs them
-either in this process (engine "local") or on Spark (engine "spark", `rag.spark_job`), and both
-paths give identical chunk ids and vectors. Unchanged files (same sha256, same model and chunker
+and `embed_rows` (rows → rows with vectors and token codes, model loaded once per process). `run_ingest`
+first fits the index's token basis on a sample of the corpus (`fit_token_basis`), then runs them either
+in this process (engine "local") or on Spark (engine "spark", `rag.spark_job`), and both paths give
+identical chunk ids and vectors. Unchanged files (same sha256, same model and chunker
 settings) are not read again: their rows and vectors come from the serving version's chunk table,
 and chunks of changed files whose content hash is known reuse their vectors too.
 """
@@ -14,6 +15,7 @@ import dataclasses
 import hashlib
 import heapq
 import itertools
+import math
 import os
 import shutil
 import time
@@ -47,7 +49,7 @@ from rag.index_store import (
 from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
-from rag.tokens import token_bytes
+from rag.tokens import BASIS_SAMPLE, TokenBasis
 from rag.units import UNITS_VERSION, unit_texts
 from rag.versions import prune_versions, remove_dead_staging
 
@@ -55,6 +57,10 @@ ROWS_PER_ENCODE = 256  # chunk rows per encode round (with their evidence units)
 # Texts go to the model in slices of this many batches, longest first, so progress can be counted while the
 # batches stay exactly those one call over the whole round would make (same padding, same vectors).
 BATCHES_PER_SLICE = 8
+# The token basis's sample (`fit_token_basis`): chunks spread over files spread over the corpus, enough tokens
+# for 128 directions (the Kafka docs' 384 hold ~62,000) at the cost of encoding those texts twice.
+BASIS_FILES = 64
+BASIS_CHUNKS = 384
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class IngestConfig:
     chunk_vectors: str = Settings.chunk_vectors
     # Where each included fragment sits on the page that includes it (`rag.includes.include_places`).
     places: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The basis chunks' token codes are made in (`fit_token_basis`, or the last version's): set by `run_ingest`.
+    token_basis: TokenBasis | None = field(compare=False, default=None)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestConfig:
@@ -179,9 +187,10 @@ def embed_rows(
     known_ids: frozenset[str] = frozenset(),
     on_encoded: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Fill `vector`, `unit_vectors` (one per `rag.units.build_units` unit) and `token_vectors` (`rag.tokens`)
+    """Fill `vector`, `unit_vectors` (one per `rag.units.build_units` unit) and `token_codes` (`rag.tokens`)
     on chunk rows not in `known_ids`; `config.chunk_vectors` says how a chunk's vector is made (`chunk_texts`).
-    A chunk's token vectors are those of its own text, or under "unit-mean" its units' tokens in turn.
+    A chunk's tokens are those of its own text, or under "unit-mean" its units' tokens in turn, coded in
+    `config.token_basis` (a `ValueError` without one).
 
     Evidence units are embedded here, once, so answering a question only has to embed the question.
     Rows are embedded a batch at a time; other rows pass through. `on_encoded(n)` hears of every `n` texts
@@ -190,6 +199,9 @@ def embed_rows(
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
     driver can record it without loading the model itself.
     """
+    basis = config.token_basis
+    if basis is None:
+        raise ValueError("embed_rows needs config.token_basis to code tokens in: fit one with fit_token_basis")
     embedder: Embedder | None = None
     batch: list[dict[str, Any]] = []
     seconds = 0.0
@@ -214,7 +226,7 @@ def embed_rows(
                 **row,
                 "vector": vector.tolist(),
                 "unit_vectors": unit_vectors.tolist(),
-                "token_vectors": token_bytes(words),
+                "token_codes": basis.codes(words).tobytes(),
             }
         batch.clear()
 
@@ -330,6 +342,43 @@ def read_files(files: Iterable[SourceFile]) -> Iterator[tuple[str, bytes]]:
         yield source.source_path, Path(source.path).read_bytes()
 
 
+def basis_texts(files: Sequence[SourceFile], config: IngestConfig) -> list[str]:
+    """The texts the token basis is fitted on: up to `BASIS_CHUNKS` chunks, spread evenly over the first
+    `BASIS_FILES` files holding any in sha256-of-path order (spread over the corpus, where a listing's
+    first files are one folder of it, and the same on every run); each chunk gives the texts whose tokens
+    `embed_rows` stores for it."""
+    ordered = sorted(files, key=lambda f: hashlib.sha256(f.source_path.encode("utf-8")).hexdigest())
+    chunked: list[list[dict[str, Any]]] = []
+    for source in ordered:
+        if len(chunked) == BASIS_FILES:
+            break
+        rows = [row for row in chunk_files(read_files([source]), config) if row["kind"] == "chunk"]
+        if rows:
+            chunked.append(rows)
+    takes, left = [0] * len(chunked), BASIS_CHUNKS
+    # Smallest files first, each its share of what is left: a file with fewer chunks leaves the rest to others.
+    for position, number in enumerate(sorted(range(len(chunked)), key=lambda n: len(chunked[n]))):
+        takes[number] = min(len(chunked[number]), left // (len(chunked) - position))
+        left -= takes[number]
+    texts: list[str] = []
+    for rows, take in zip(chunked, takes, strict=True):
+        for n in range(take):  # the middles of `take` equal stretches of the file's chunks
+            own, units = chunk_texts(rows[(2 * n + 1) * len(rows) // (2 * take)], config.chunk_vectors)
+            texts.extend(own or units)
+    return texts
+
+
+def fit_token_basis(files: Sequence[SourceFile], config: IngestConfig, progress: Progress = no_progress) -> TokenBasis:
+    """The basis a build's token codes are made in, fitted before anything is embedded on the tokens of
+    `basis_texts`, encoded by the model `embed_rows` uses: nothing is staged unprojected (`rag.tokens`)."""
+    texts = basis_texts(files, config)
+    progress(f"token basis: fitting on the tokens of {len(texts)} texts spread over the corpus")
+    embedder = load_embedder(config.model, config.embed_backend, os.cpu_count() or 1, Path(config.model_cache_dir))
+    _, tokens = embedder.encode_with_tokens(texts, batch_size=config.encode_batch_size)
+    sample = np.concatenate([*tokens, np.zeros((0, embedder.dimension), np.float32)])
+    return TokenBasis.fit(sample[:: max(1, math.ceil(len(sample) / BASIS_SAMPLE))])
+
+
 Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str], Path, Progress], list[dict[str, Any]]]
 """Runs the stages over the files: writes the chunk rows, vectors included, as Parquet shards into the
 given folder (each shard sorted by `row_order`) and returns the few other rows (doc, skip, model)."""
@@ -440,7 +489,7 @@ def local_engine(
             others.append(row)
             continue
         if row["vector"] is not None and text_key(row) in copied:
-            originals[text_key(row)] = {name: row[name] for name in (*VECTOR_FIELDS, "token_vectors")}
+            originals[text_key(row)] = {name: row[name] for name in (*VECTOR_FIELDS, "token_codes")}
         shard.append(row)
         if len(shard) >= SHARD_ROWS:
             flush()
@@ -573,6 +622,11 @@ def _build(
         carried, unchanged_files, unchanged_paths, changed_files = None, [], set(), files
         token_basis = None
     progress(f"reuse: {len(unchanged_files)} unchanged files; processing {len(changed_files)} new or changed files")
+    if token_basis is None:
+        stage_started = time.perf_counter()
+        token_basis = fit_token_basis(changed_files, config, progress)
+        stages["token_basis"] = round(time.perf_counter() - stage_started, 3)
+    config = dataclasses.replace(config, token_basis=token_basis)
     with VersionWriter(index_dir, flat_max=flat_index_max, token_basis=token_basis) as writer:
         shards = writer.staging / "shards"
         stage_started = time.perf_counter()

@@ -286,7 +286,7 @@ class Retriever:
         unit_scores = {row: vectors @ query_vector for row, vectors in unit_vectors.items()}
         best_unit = {row: float(s.max()) if len(s) else dense_of[row] for row, s in unit_scores.items()}
         tokens, token_offsets = self.index.token_vectors(rows)
-        question_tokens = self.index.token_basis.project(query_tokens)
+        question_tokens = self.index.token_basis.question(query_tokens)  # times codes: cosines
         late = dict(zip(rows, late_interaction(question_tokens, tokens, token_offsets).tolist(), strict=True))
         first = self._first_stage(
             mode, dense_order, lexical_order, identifier_order, dense_of, unit_order, lexical, stage

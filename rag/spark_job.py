@@ -50,11 +50,11 @@ JVM_TAIL_LINES = 40  # of the JVM's hidden output, kept for the error message wh
 ROW_SCHEMA = (
     "kind string, chunk_id string, doc_id string, source_path string, title string, section_path array<string>, "
     "text string, identifiers array<string>, start long, end long, url string, continues_code boolean, "
-    "vector array<float>, unit_vectors array<array<float>>, token_vectors binary, format string, chunks long, "
+    "vector array<float>, unit_vectors array<array<float>>, token_codes binary, format string, chunks long, "
     "reason string, name string, dimension long, fingerprint string, encode_seconds double"
 )
 ROW_FIELDS = tuple(column.split()[0] for column in ROW_SCHEMA.split(", "))
-OTHER_FIELDS = [f for f in ROW_FIELDS if f not in ("vector", "unit_vectors", "token_vectors", "text")]
+OTHER_FIELDS = [f for f in ROW_FIELDS if f not in ("vector", "unit_vectors", "token_codes", "text")]
 
 
 def check_java() -> str:

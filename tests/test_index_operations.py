@@ -259,8 +259,8 @@ def _damage(index_dir: Path, case: str) -> tuple[str, str]:
         _truncate(version / "faiss.index")
         return str(version / "faiss.index"), "is unreadable"
     if case == "tokens-truncated":
-        _truncate(version / "tokens.f16")
-        return str(version / "tokens.f16"), "is unreadable"
+        _truncate(version / "tokens.i8")
+        return str(version / "tokens.i8"), "is unreadable"
     if case == "token-basis-truncated":
         _truncate(version / "token_basis.npz")
         return str(version / "token_basis.npz"), "is unreadable"

@@ -6,6 +6,7 @@ this file runs in seconds; the real model and real documents are in test_ingest.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from rag.index_store import (
     write_version,
 )
 from rag.lexical import LEXICAL_VERSION
-from rag.tokens import TokenBasis, token_bytes, token_matrix
+from rag.tokens import TokenBasis, token_codes
 from rag.units import UNITS_VERSION
 
 DIMENSION = 16
@@ -48,10 +49,16 @@ WORDS = [
 
 
 def _tokens(row: int, seed: int, dimension: int = DIMENSION) -> np.ndarray:
-    """Chunk row `row`'s token vectors: 0 to 3 random unit vectors (row 0 has none), as ingest makes them."""
+    """Chunk row `row`'s token vectors: 0 to 3 random unit vectors (row 0 has none), as the model makes them."""
     rng = np.random.default_rng([seed, row])
     tokens = rng.normal(size=(row % 4, dimension)).astype(np.float32)
     return tokens / np.linalg.norm(tokens, axis=1, keepdims=True)
+
+
+@functools.cache
+def _basis(dimension: int = DIMENSION) -> TokenBasis:
+    """The basis the tables' token codes are in, as ingest fits one before embedding: on a sample of tokens."""
+    return TokenBasis.fit(np.concatenate([_tokens(row, 1000, dimension) for row in range(400)]))
 
 
 def _table(count: int, seed: int = 0, dimension: int = DIMENSION):
@@ -76,7 +83,7 @@ def _table(count: int, seed: int = 0, dimension: int = DIMENSION):
                 "continues_code": False,
                 "vector": vector.tolist(),
                 "unit_vectors": [vector.tolist()],
-                "token_vectors": token_bytes(_tokens(i, seed, dimension)),
+                "token_codes": _basis(dimension).codes(_tokens(i, seed, dimension)).tobytes(),
             }
         )
     return rows_to_table(rows), vectors
@@ -94,7 +101,7 @@ def _manifest(identity: ModelIdentity = BUILT_WITH) -> dict:
 
 def _write(index_dir: Path, count: int = 20, seed: int = 0, flat_max: int = 100_000, **kwargs) -> str:
     table, _ = _table(count, seed)
-    return write_version(index_dir, table, _manifest(), flat_max=flat_max, **kwargs)
+    return write_version(index_dir, table, _manifest(), flat_max=flat_max, token_basis=_basis(), **kwargs)
 
 
 def _versions(index_dir: Path) -> list[str]:
@@ -126,7 +133,7 @@ def test_the_manifest_lists_the_option_names_the_corpus_commands_take(tmp_path):
     texts[2] = "Describe it:\n$ bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group g"
     texts[4] = "Then run kafka-topics.sh --topic=orders -- and nothing else."
     table = table.set_column(table.schema.get_field_index("text"), "text", [texts])
-    write_version(index_dir, table, _manifest(), flat_max=100_000)
+    write_version(index_dir, table, _manifest(), flat_max=100_000, token_basis=_basis())
     assert read_manifest(index_dir)["command_flags"] == ["bootstrap-server", "describe", "group", "topic"]
 
 
@@ -140,7 +147,7 @@ def test_a_version_folder_holds_the_whole_build(tmp_path):
         "vectors.f32",
         "units.f16",
         "unit_offsets.i64",
-        "tokens.f16",
+        "tokens.i8",
         "token_offsets.i64",
         "token_basis.npz",
         "faiss.index",
@@ -253,7 +260,7 @@ def test_an_index_of_other_evidence_units_is_refused(tmp_path):
     table, _ = _table(5, 0)
     manifest = _manifest()
     manifest["chunker"] = {"units_version": UNITS_VERSION - 1}
-    write_version(index_dir, table, manifest, flat_max=100)
+    write_version(index_dir, table, manifest, flat_max=100, token_basis=_basis())
     with pytest.raises(IndexMismatchError, match="evidence units version .* re-run 'kafka-rag ingest'"):
         load_index(index_dir, BUILT_WITH)
 
@@ -263,7 +270,7 @@ def test_an_index_whose_bm25_spells_words_otherwise_is_refused(tmp_path):
     ("cache" is "cach"): re-ingest, which reuses the vectors."""
     index_dir = tmp_path / "index"
     table, _ = _table(5, 0)
-    write_version(index_dir, table, _manifest(), flat_max=100)
+    write_version(index_dir, table, _manifest(), flat_max=100, token_basis=_basis())
     assert load_index(index_dir, BUILT_WITH).manifest["lexical_version"] == LEXICAL_VERSION
     path = serving_path(index_dir) / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -293,14 +300,12 @@ def test_a_stored_version_gives_back_its_rows_and_a_lookup_of_the_asked_sources_
 
 def test_reading_a_stored_version_maps_none_of_it(tmp_path):
     """A re-ingest passes over the whole serving version; pages of a map it touched would count in its RSS
-    (45 MB of vector files here), plain reads leave them to the page cache."""
+    (42 MB of vector files here), plain reads leave them to the page cache."""
     index_dir = tmp_path / "index"
     count, dimension = 20_000, 384
     table, _ = _table(count, seed=5, dimension=dimension)
     manifest = _manifest(ModelIdentity(BUILT_WITH.name, dimension, BUILT_WITH.fingerprint))
-    # A basis of the writer's own: fitting one on these 30,000 tokens at publish would take seconds
-    sample = np.concatenate([_tokens(row, 5, dimension) for row in range(400)])
-    with VersionWriter(index_dir, flat_max=100_000, token_basis=TokenBasis.fit(sample)) as writer:
+    with VersionWriter(index_dir, flat_max=100_000, token_basis=_basis(dimension)) as writer:
         for row in table.to_pylist():
             writer.add(row)
         writer.publish(manifest)
@@ -308,8 +313,8 @@ def test_reading_a_stored_version_maps_none_of_it(tmp_path):
     version = StoredVersion.open(serving_path(index_dir))
     before = _rss_file_mb()
     rows = version.rows()
-    assert sum(len(row["unit_vectors"]) + len(row["token_codes"]) for row in rows) == count + 30_000 * 128 * 2
-    assert _rss_file_mb() - before < 4  # through maps: 16 MB, and 7.7 MB of tokens
+    assert sum(len(row["unit_vectors"]) + len(row["token_codes"]) for row in rows) == count + 30_000 * 128
+    assert _rss_file_mb() - before < 4  # through maps: 16 MB, and 3.8 MB of tokens
 
 
 def test_a_truncated_stored_version_is_one_error_naming_the_file(tmp_path):
@@ -327,62 +332,63 @@ def test_a_truncated_stored_version_is_one_error_naming_the_file(tmp_path):
 # ------------------------------------------------------------------------------------------ token vectors
 
 
-def test_a_version_holds_its_tokens_in_a_basis_fitted_on_them(tmp_path):
-    """Token vectors as ingest hands them over, at the model's dimension: stored projected onto a basis
-    fitted at publish (16 directions here, the model's whole dimension), float16, each row's after the last."""
+def test_a_version_holds_its_rows_token_codes_byte_for_byte_one_byte_a_direction(tmp_path):
+    """The rows bring their token codes, int8 in the build's basis (`rag.ingest.embed_rows`): the writer
+    stores them as they are, each row's after the last, beside that basis; nothing is fitted at publish."""
     index_dir = tmp_path / "index"
-    count = 30
+    count, basis = 30, _basis()
     table, _ = _table(count, seed=7)
-    write_version(index_dir, table, _manifest(), flat_max=100_000)
+    write_version(index_dir, table, _manifest(), flat_max=100_000, token_basis=basis)
     folder = serving_path(index_dir)
-    raw = [token_matrix(data, DIMENSION) for data in table.column("token_vectors").to_pylist()]
-    tokens = sum(len(row) for row in raw)
-    assert [len(row) for row in raw[:5]] == [0, 1, 2, 3, 0]
-    manifest = read_manifest(index_dir)
-    assert manifest["tokens"] == {"version": TOKENS_VERSION, "count": tokens, "dimensions": DIMENSION}
-    assert not (folder / "tokens-unprojected.f16").exists()  # the staged raw tokens are gone
-    assert (folder / "tokens.f16").stat().st_size == tokens * DIMENSION * 2
+    codes = [token_codes(data, basis.dimensions) for data in table.column("token_codes").to_pylist()]
+    tokens = sum(len(row) for row in codes)
+    assert [len(row) for row in codes[:5]] == [0, 1, 2, 3, 0]
+    assert read_manifest(index_dir)["tokens"] == {"version": TOKENS_VERSION, "count": tokens, "dimensions": DIMENSION}
+    assert (folder / "tokens.i8").read_bytes() == b"".join(table.column("token_codes").to_pylist())
     offsets = np.frombuffer((folder / "token_offsets.i64").read_bytes(), dtype=np.int64)
-    np.testing.assert_array_equal(offsets, np.concatenate([[0], np.cumsum([len(row) for row in raw])]))
-
-    basis = TokenBasis.load(folder / "token_basis.npz")
-    fitted = TokenBasis.fit(np.concatenate(raw))  # fewer tokens than the writer's sample: fitted on them all
-    np.testing.assert_allclose(basis.mean, fitted.mean, atol=1e-6)
-    np.testing.assert_allclose(np.abs(basis.components.T @ fitted.components), np.eye(DIMENSION), atol=1e-4)
+    np.testing.assert_array_equal(offsets, np.concatenate([[0], np.cumsum([len(row) for row in codes])]))
+    saved = TokenBasis.load(folder / "token_basis.npz")
+    for name in ("mean", "components", "scales"):
+        np.testing.assert_array_equal(getattr(saved, name), getattr(basis, name))
 
     loaded = load_index(index_dir)
-    np.testing.assert_array_equal(loaded.token_basis.components, basis.components)
-    assert loaded.tokens.dtype == np.float16 and loaded.tokens.shape == (tokens, DIMENSION)
+    assert loaded.tokens.dtype == np.int8 and loaded.tokens.shape == (tokens, DIMENSION)
     for rows in ([0, 1, 2, 3], [17, 3, 0, 29, 5, 5], [8], [4], []):
         found, found_offsets = loaded.token_vectors(rows)
-        assert found.dtype == np.float32 and found.shape == (sum(len(raw[r]) for r in rows), DIMENSION)
-        np.testing.assert_array_equal(found_offsets, np.concatenate([[0], np.cumsum([len(raw[r]) for r in rows])]))
+        assert found.dtype == np.float32 and found.shape == (sum(len(codes[r]) for r in rows), DIMENSION)
+        np.testing.assert_array_equal(found_offsets, np.concatenate([[0], np.cumsum([len(codes[r]) for r in rows])]))
         for position, row in enumerate(rows):
-            mine = found[found_offsets[position] : found_offsets[position + 1]]
-            np.testing.assert_allclose(mine, basis.project(raw[row]), atol=1e-3)  # float16 on disk
-            np.testing.assert_allclose(np.linalg.norm(mine, axis=1), 1.0, atol=2e-3)
+            np.testing.assert_array_equal(found[found_offsets[position] : found_offsets[position + 1]], codes[row])
+    # What retrieval multiplies: the question's tokens scaled by the basis, times the codes, are cosines.
+    question = _tokens(3, 7)
+    found, _ = loaded.token_vectors([3])
+    np.testing.assert_allclose(
+        loaded.token_basis.question(question) @ found.T, basis.project(question) @ basis.project(question).T, atol=0.02
+    )
+    version = StoredVersion.open(folder)
+    assert [row["token_codes"] for row in version.rows()] == table.column("token_codes").to_pylist()
+    assert [version.row_vectors(n)["token_codes"] for n in range(count)] == table.column("token_codes").to_pylist()
 
 
 def test_a_basis_keeps_at_most_128_directions_of_the_models_tokens(tmp_path):
-    """At the model's dimension, 384, the stored tokens are 128 wide: a third of the bytes."""
+    """At the model's dimension, 384, the stored tokens are 128 bytes wide: a twelfth of float32's."""
     index_dir = tmp_path / "index"
     table, _ = _table(200, seed=8, dimension=384)
-    write_version(
-        index_dir, table, _manifest(ModelIdentity(BUILT_WITH.name, 384, BUILT_WITH.fingerprint)), flat_max=1000
-    )
+    manifest = _manifest(ModelIdentity(BUILT_WITH.name, 384, BUILT_WITH.fingerprint))
+    write_version(index_dir, table, manifest, flat_max=1000, token_basis=_basis(384))
     loaded = load_index(index_dir)
     assert loaded.manifest["tokens"]["dimensions"] == loaded.token_basis.dimensions == 128
     assert loaded.token_basis.components.shape == (384, 128) and loaded.tokens.shape[1] == 128
     found, offsets = loaded.token_vectors([199, 2])
-    raw = [token_matrix(table.column("token_vectors")[row].as_py(), 384) for row in (199, 2)]
-    np.testing.assert_allclose(found, loaded.token_basis.project(np.concatenate(raw)), atol=1e-3)
+    raw = np.concatenate([_tokens(row, 8, 384) for row in (199, 2)])
+    np.testing.assert_array_equal(found, loaded.token_basis.codes(raw))
     assert offsets.tolist() == [0, 3, 5]
 
 
-@pytest.mark.parametrize("tokens", [None, {"version": TOKENS_VERSION + 1, "count": 0, "dimensions": DIMENSION}])
+@pytest.mark.parametrize("tokens", [None, 1, TOKENS_VERSION + 1], ids=["none", "float16-tokens", "newer"])
 def test_a_version_without_token_vectors_of_this_kind_is_refused(tmp_path, tokens):
-    """An index built before late interaction (no "tokens" in its manifest), or with token vectors made
-    another way, cannot serve its feature: re-ingest."""
+    """An index built before late interaction (no "tokens" in its manifest), with float16 tokens (version 1),
+    or with token vectors made another way, cannot serve its feature: re-ingest."""
     index_dir = tmp_path / "index"
     _write(index_dir, count=8)
     path = serving_path(index_dir) / "manifest.json"
@@ -390,7 +396,7 @@ def test_a_version_without_token_vectors_of_this_kind_is_refused(tmp_path, token
     if tokens is None:
         del manifest["tokens"]
     else:
-        manifest["tokens"] = tokens
+        manifest["tokens"]["version"] = tokens
     path.write_text(json.dumps(manifest), encoding="utf-8")
     for load in (lambda: load_index(index_dir, BUILT_WITH), lambda: StoredVersion.open(serving_path(index_dir))):
         with pytest.raises(IndexMismatchError, match=f"no token vectors of version {TOKENS_VERSION}") as caught:
@@ -399,46 +405,17 @@ def test_a_version_without_token_vectors_of_this_kind_is_refused(tmp_path, token
         assert serving_path(index_dir).name in str(caught.value)
 
 
-def test_a_writer_given_a_basis_keeps_carried_token_codes_and_projects_new_tokens_into_it(tmp_path):
-    """What a re-ingest does: rows carried from the last version bring their codes, already in its basis,
-    which are stored byte for byte; new rows' tokens go into the same basis, and no other is fitted."""
+def test_a_writer_refuses_token_codes_of_another_basis_width(tmp_path):
+    """Codes made in a basis of other width would shift every later row's tokens: the build stops instead."""
     index_dir = tmp_path / "index"
-    rng = np.random.default_rng(9)
-    basis = TokenBasis.fit(rng.normal(size=(100, DIMENSION)).astype(np.float32), dimensions=6)
-    rows = _table(12, seed=9)[0].to_pylist()
-    carried = {}
-    for number, row in enumerate(rows):
-        if number % 2:  # odd rows come from the last version: codes, and no raw tokens
-            carried[number] = token_bytes(basis.project(_tokens(number, 99)))
-            row["token_codes"], row["token_vectors"] = carried[number], None
-    with VersionWriter(index_dir, flat_max=1000, token_basis=basis) as writer:
-        for row in rows:
-            writer.add(row)
-        writer.publish(_manifest())
-
-    folder = serving_path(index_dir)
-    assert read_manifest(index_dir)["tokens"]["dimensions"] == 6
-    saved = TokenBasis.load(folder / "token_basis.npz")
-    np.testing.assert_array_equal(saved.mean, basis.mean)
-    np.testing.assert_array_equal(saved.components, basis.components)
-    stored = (folder / "tokens.f16").read_bytes()
-    offsets = np.frombuffer((folder / "token_offsets.i64").read_bytes(), dtype=np.int64)
-    version = StoredVersion.open(folder)
-    loaded = load_index(index_dir)
-    for number, row in enumerate(rows):
-        codes = stored[offsets[number] * 12 : offsets[number + 1] * 12]  # 6 float16 a token
-        assert version.row_vectors(number)["token_codes"] == codes
-        if number in carried:
-            assert codes == carried[number]
-        else:
-            expected = basis.project(token_matrix(row["token_vectors"], DIMENSION))
-            np.testing.assert_allclose(token_matrix(codes, 6), expected, atol=1e-3)
-        found, _ = loaded.token_vectors([number])
-        np.testing.assert_array_equal(found, token_matrix(codes, 6))
-    assert [row["token_codes"] for row in version.rows()] == [version.row_vectors(n)["token_codes"] for n in range(12)]
+    rows = _table(6, seed=9)[0].to_pylist()
+    rows[3]["token_codes"] = bytes(DIMENSION * 2 + 5)
+    with pytest.raises(IndexStoreError, match=f"not whole tokens of {DIMENSION} directions"):
+        write_version(index_dir, rows, _manifest(), flat_max=1000, token_basis=_basis())
+    assert current_version(index_dir) is None and not list((index_dir / "versions").iterdir())
 
 
-@pytest.mark.parametrize("name", ["tokens.f16", "token_offsets.i64", "token_basis.npz"])
+@pytest.mark.parametrize("name", ["tokens.i8", "token_offsets.i64", "token_basis.npz"])
 def test_a_damaged_token_file_is_one_error_naming_it(tmp_path, name):
     index_dir = tmp_path / "index"
     _write(index_dir, count=30, seed=10)

@@ -30,10 +30,21 @@ from rag.index_store import (
     read_manifest,
     serving_path,
 )
-from rag.ingest import chunk_files, chunk_vector, embed_rows, local_engine, planned_texts, run_ingest
+from rag.ingest import (
+    basis_texts,
+    chunk_files,
+    chunk_vector,
+    embed_rows,
+    fit_token_basis,
+    local_engine,
+    planned_texts,
+    run_ingest,
+    scan_sources,
+)
 from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count
 from rag.settings import DEFAULT_MODEL, Settings
+from rag.tokens import CODE_LIMIT, TokenBasis
 from rag.units import UNITS_VERSION, unit_texts
 from tests.conftest import SEEDS, default_ingest_config, run_kafka_rag
 
@@ -52,6 +63,10 @@ BAD_FILES = {
     "record.txt": (b'{"signature": "TimeoutException" "root_cause": "x"}', "malformed JSON"),
     "slides.docx": (b"PK\x03\x04 not really a document", "unsupported file type '.docx'"),
 }
+
+
+# A basis of the model's dimension for tests whose token codes do not matter (`fit_token_basis` needs the model).
+ANY_BASIS = TokenBasis.fit(np.random.default_rng(0).standard_normal((300, 384)).astype(np.float32))
 
 
 def _must_not_run(files, config, known_ids, shards, progress):
@@ -140,7 +155,7 @@ def test_full_ingest_publishes_a_complete_manifest(built):
     assert (report.unchanged, report.documents, report.embedded, report.reused) == (False, 5, chunks, 0)
     assert report.chunks == sum(f["chunks"] for f in manifest["files"]) > 100
     assert report.engine == "local" and report.skipped == ()
-    assert {"chunk_and_embed", "merge", "encode", "publish"} <= set(report.stage_seconds)
+    assert {"token_basis", "chunk_and_embed", "merge", "encode", "publish"} <= set(report.stage_seconds)
     assert not list((index_dir / "versions" / report.version).glob("shards"))  # streamed in, then removed
 
 
@@ -161,6 +176,7 @@ def test_full_ingest_chunk_table_and_vectors(built):
         "continues_code",
         "vector",
         "unit_vectors",
+        "token_codes",  # int8, in the version's token basis
     ]
     rows = table.to_pylist()
     expected_ids = {cid for p in sorted(corpus.iterdir()) for cid in _chunk_ids_of(p, p.name)}
@@ -182,7 +198,7 @@ def test_full_ingest_chunk_table_and_vectors(built):
     # FAISS row i is chunk row i: each sampled chunk's fresh vector finds that chunk first.
     _, hits = loaded.dense.index.search(fresh, 1)
     assert [rows[int(h)]["chunk_id"] for h in hits[:, 0]] == [r["chunk_id"] for r in sample]
-    # Each chunk's token vectors are its text's word pieces, stored in the index's 128 directions.
+    # Each chunk's token vectors are its text's word pieces, stored as codes in the index's 128 directions.
     assert read_manifest(index_dir)["tokens"] == {
         "version": TOKENS_VERSION,
         "count": int(loaded.token_offsets[-1]),
@@ -192,8 +208,10 @@ def test_full_ingest_chunk_table_and_vectors(built):
     positions = [rows.index(r) for r in sample]
     stored, offsets = loaded.token_vectors(positions)
     assert np.diff(offsets).tolist() == [len(t) for t in fresh_tokens]
-    projected = loaded.token_basis.project(np.concatenate(fresh_tokens))
-    np.testing.assert_allclose(stored, projected, atol=0.02)
+    coded = loaded.token_basis.codes(np.concatenate(fresh_tokens)).astype(np.float32)
+    assert np.abs(stored - coded).max() <= 2  # texts batched otherwise: a last digit apart
+    # Few coordinates reach their span: the basis's headroom leaves room for tokens its sample did not hold.
+    assert np.mean(np.abs(stored) == CODE_LIMIT) < 0.001
 
 
 def test_unit_mean_chunk_vectors_are_the_normalised_mean_of_the_units(built):
@@ -204,7 +222,8 @@ def test_unit_mean_chunk_vectors_are_the_normalised_mean_of_the_units(built):
         r for r in chunk_files([(p.name, p.read_bytes()) for p in sorted(corpus.iterdir())], default_ingest_config())
     ]
     sample = [r for r in rows if r["kind"] == "chunk"][::5]
-    config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean")
+    basis = load_index(index_dir).token_basis
+    config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean", token_basis=basis)
     encoded: list[int] = []
 
     embedded = [r for r in embed_rows(sample, config, on_encoded=encoded.append) if r["kind"] == "chunk"]
@@ -216,6 +235,10 @@ def test_unit_mean_chunk_vectors_are_the_normalised_mean_of_the_units(built):
         units = embedder.encode(unit_texts(row["text"], row["section_path"]))
         np.testing.assert_allclose(row["vector"], chunk_vector(units), atol=1e-5)
         np.testing.assert_allclose(row["unit_vectors"], stored[row["chunk_id"]]["unit_vectors"], atol=5e-4)
+        # Its token codes are its units' tokens, one unit after another.
+        _, tokens = embedder.encode_with_tokens(unit_texts(row["text"], row["section_path"]))
+        codes = np.frombuffer(row["token_codes"], np.int8).reshape(-1, 128).astype(np.int64)
+        assert np.abs(codes - basis.codes(np.concatenate(tokens))).max() <= 2
     assert planned_texts(sample, default_ingest_config()) == planned_texts(sample, config) + len(sample)
 
 
@@ -224,13 +247,90 @@ def test_a_chunk_without_evidence_units_is_encoded_whole_under_unit_mean():
     rows = list(chunk_files([("note.md", b"# Partitions\n\nOk.\n")], default_ingest_config()))
     (chunk,) = [r for r in rows if r["kind"] == "chunk"]
     assert unit_texts(chunk["text"], chunk["section_path"]) == []
-    config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean")
+    config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean", token_basis=ANY_BASIS)
 
     (embedded,) = [r for r in embed_rows([chunk], config) if r["kind"] == "chunk"]
 
     expected = load_embedder(config.model).encode([dense_text(chunk["section_path"], chunk["text"])])
     np.testing.assert_allclose(embedded["vector"], expected[0], atol=1e-5)
     assert embedded["unit_vectors"] == []
+
+
+def test_embed_rows_without_a_token_basis_says_what_it_needs():
+    rows = list(
+        chunk_files([("note.md", b"# Partitions\n\nA partition is an ordered log.\n")], default_ingest_config())
+    )
+    with pytest.raises(ValueError, match="needs config.token_basis .*fit_token_basis"):
+        list(embed_rows(rows, default_ingest_config()))
+
+
+def test_the_basis_sample_is_chunks_spread_over_files_in_sha256_order_of_their_paths(monkeypatch):
+    """Not the listing's first files: those first in sha256 order of their paths, the same on every run;
+    each gives its share of chunks, spread over it, and each chunk the texts whose tokens are stored."""
+    files, _ = scan_sources([SEEDS])
+    config = default_ingest_config()
+    ordered = sorted(files, key=lambda f: hashlib.sha256(f.source_path.encode()).hexdigest())
+    assert ordered[:2] != sorted(files, key=lambda f: f.source_path)[:2]  # the order is not the listing's
+    chunks = {
+        f.source_path: [
+            r for r in chunk_files([(f.source_path, Path(f.path).read_bytes())], config) if r["kind"] == "chunk"
+        ]
+        for f in ordered[:2]
+    }
+    monkeypatch.setattr("rag.ingest.BASIS_FILES", 2)
+    monkeypatch.setattr("rag.ingest.BASIS_CHUNKS", 6)
+
+    texts = basis_texts(files, config)
+
+    assert all(len(rows) > 3 for rows in chunks.values())
+    # 3 of each file, the middles of three equal stretches of its chunks
+    picked = [rows[(2 * n + 1) * len(rows) // 6] for rows in chunks.values() for n in range(3)]
+    assert texts == [dense_text(r["section_path"], r["text"]) for r in picked]
+    assert basis_texts(list(reversed(files)), config) == texts
+    # Under "unit-mean" a chunk's stored tokens are its units' (its own text's when it has none).
+    unit_mean = dataclasses.replace(config, chunk_vectors="unit-mean")
+    units = [unit_texts(r["text"], r["section_path"], r["continues_code"]) for r in picked]
+    assert all(units) and basis_texts(files, unit_mean) == [text for texts in units for text in texts]
+    monkeypatch.setattr("rag.ingest.BASIS_CHUNKS", 10_000)  # more than the files hold: every chunk of both
+    assert len(basis_texts(files, config)) == sum(len(rows) for rows in chunks.values())
+
+
+def test_the_token_basis_is_fitted_the_same_every_run_and_is_the_builds(built):
+    corpus, index_dir, _ = built
+    files, _ = scan_sources([corpus])
+    messages: list[str] = []
+    first, second = (
+        fit_token_basis(files, default_ingest_config(), messages.append),
+        fit_token_basis(list(reversed(files)), default_ingest_config()),
+    )
+    assert first.dimensions == 128 and messages and "token basis" in str(messages[0])
+    stored = load_index(index_dir).token_basis
+    for name in ("mean", "components", "scales"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(second, name))
+        np.testing.assert_allclose(getattr(first, name), getattr(stored, name), atol=1e-5)
+
+
+def test_a_build_codes_tokens_as_it_embeds_and_stages_no_unprojected_tokens(tmp_path):
+    """The basis is fitted before the engine runs, so while it runs the build's staging folder holds only
+    the coded token file; what the index stores is the rows' codes in that basis."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(SEEDS / CHANGED, corpus / CHANGED)
+    staged: list[set[str]] = []
+
+    def recording_engine(files, config, known_ids, shards, progress):
+        assert config.token_basis is not None and config.token_basis.dimensions == 128
+        others = local_engine(files, config, known_ids, shards, progress)
+        staged.append({p.name for p in shards.parent.iterdir() if p.is_file()})
+        return others
+
+    report = run_ingest([corpus], tmp_path / "index", default_ingest_config(), engine=recording_engine)
+
+    assert [sorted(name for name in names if "token" in name) for names in staged] == [["tokens.i8"]]
+    assert report.stage_seconds["token_basis"] > 0
+    loaded = load_index(tmp_path / "index")
+    assert loaded.tokens.dtype == np.int8 and loaded.manifest["tokens"]["version"] == TOKENS_VERSION
+    assert (loaded.path / "tokens.i8").stat().st_size == loaded.manifest["tokens"]["count"] * 128
 
 
 def test_chunk_ids_and_vectors_are_identical_across_runs(built, seeds_index):
@@ -344,7 +444,7 @@ def test_a_re_ingest_keeps_the_token_basis_and_the_carried_chunks_token_codes(wo
     assert {cid: after[cid] for cid in kept} == {cid: before[cid] for cid in kept}
     new_ids = set(after) - set(before)
     assert len(new_ids) == report.embedded and all(after[cid] for cid in new_ids)
-    assert read_manifest(index_dir)["tokens"]["count"] * 128 * 2 == sum(len(codes) for codes in after.values())
+    assert read_manifest(index_dir)["tokens"]["count"] * 128 == sum(len(codes) for codes in after.values())
     # The new chunks' codes are their tokens in the kept basis.
     loaded = load_index(index_dir)
     embedder = load_embedder(default_ingest_config().model)
@@ -353,11 +453,15 @@ def test_a_re_ingest_keeps_the_token_basis_and_the_carried_chunks_token_codes(wo
         record = loaded.chunks.slice(row, 1).to_pylist()[0]
         _, (tokens,) = embedder.encode_with_tokens([dense_text(record["section_path"], record["text"])])
         stored, _ = loaded.token_vectors([row])
-        np.testing.assert_allclose(stored, loaded.token_basis.project(tokens), atol=0.02)
+        assert np.abs(stored - loaded.token_basis.codes(tokens)).max() <= 2
 
 
-def _engine_calls(corpus: Path, index_dir: Path, config) -> list[tuple[list[str], frozenset[str], str, str]]:
-    """What `run_ingest` hands its engine: (files, known chunk ids, backend, chunk vectors); then stops it."""
+def _engine_calls(
+    corpus: Path, index_dir: Path, config, monkeypatch
+) -> list[tuple[list[str], frozenset[str], str, str]]:
+    """What `run_ingest` hands its engine: (files, known chunk ids, backend, chunk vectors); then stops it.
+    The token basis such a build fits first is not what these tests are about: a stand-in saves the model."""
+    monkeypatch.setattr("rag.ingest.fit_token_basis", lambda files, config, progress: ANY_BASIS)
     seen = []
 
     class Seen(Exception):
@@ -376,25 +480,26 @@ def test_a_new_units_version_re_embeds_everything(workspace, monkeypatch):
     """Unit vectors of an index built with another unit splitter are never reused: they would not line up."""
     corpus, index_dir = workspace
     monkeypatch.setattr("rag.ingest.UNITS_VERSION", UNITS_VERSION + 1)
-    calls = _engine_calls(corpus, index_dir, default_ingest_config())
+    calls = _engine_calls(corpus, index_dir, default_ingest_config(), monkeypatch)
     assert calls == [(sorted(p.name for p in corpus.iterdir()), frozenset(), "onnx", "text")]
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx-int8"])
-def test_another_backend_re_embeds_everything(workspace, backend):
+def test_another_backend_re_embeds_everything(workspace, backend, monkeypatch):
     """Vectors are reused only from the same backend, so the manifest's backend made every vector it lists."""
     corpus, index_dir = workspace
     assert read_manifest(index_dir)["model"]["backend"] == default_ingest_config().embed_backend == "onnx"
-    calls = _engine_calls(corpus, index_dir, dataclasses.replace(default_ingest_config(), embed_backend=backend))
+    config = dataclasses.replace(default_ingest_config(), embed_backend=backend)
+    calls = _engine_calls(corpus, index_dir, config, monkeypatch)
     assert calls == [(sorted(p.name for p in corpus.iterdir()), frozenset(), backend, "text")]
 
 
-def test_unit_mean_chunk_vectors_re_embed_everything(workspace):
+def test_unit_mean_chunk_vectors_re_embed_everything(workspace, monkeypatch):
     """Chunk vectors made another way are never reused: the manifest's chunker says how each was made."""
     corpus, index_dir = workspace
     assert read_manifest(index_dir)["chunker"]["chunk_vectors"] == "text"
     config = dataclasses.replace(default_ingest_config(), chunk_vectors="unit-mean")
-    calls = _engine_calls(corpus, index_dir, config)
+    calls = _engine_calls(corpus, index_dir, config, monkeypatch)
     assert calls == [(sorted(p.name for p in corpus.iterdir()), frozenset(), "onnx", "unit-mean")]
 
 

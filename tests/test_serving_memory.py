@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from rag.index_store import VersionWriter
+from rag.tokens import TokenBasis
 from rag.units import UNITS_VERSION
 from tests.conftest import REPO
 
@@ -75,7 +76,8 @@ def large_index(tmp_path_factory) -> Path:
         "files": [],
         "skipped": [],
     }
-    with VersionWriter(index_dir, flat_max=10_000) as writer:
+    no_tokens = TokenBasis.fit(np.zeros((0, DIMENSION), np.float32))  # the rows bring no token codes
+    with VersionWriter(index_dir, flat_max=10_000, token_basis=no_tokens) as writer:
         for block in range(0, CHUNKS, 10_000):
             vectors = rng.normal(size=(10_000, 3, DIMENSION)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=2, keepdims=True)

@@ -160,25 +160,21 @@ def test_spark_local_index_equals_the_local_engine_index(spark_seeds_index, seed
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_local_index_holds_the_local_engine_indexs_token_vectors(spark_seeds_index, seeds_index):
-    """Each chunk's token vectors cross the Spark shards as bytes: the same word pieces as the local build's,
-    stored in a basis each build fits on its own tokens. Mapped back through its basis, a token of one index
-    is that token of the other."""
+def test_spark_local_index_holds_the_local_engine_indexs_token_codes(spark_seeds_index, seeds_index):
+    """Each chunk's token codes cross the Spark shards as bytes, made on the executors in the basis the
+    driver fitted before the job: the same basis as the local build's (the same sample of the same files),
+    and the same word pieces, a code or two apart where the batches made a last digit differ."""
     spark, local = load_index(spark_seeds_index), load_index(seeds_index)
     assert spark.manifest["tokens"] == local.manifest["tokens"]  # version, count and 128 dimensions
     assert spark.manifest["tokens"]["count"] > spark.manifest["vectors"]["chunks"] * 20
+    for name in ("mean", "components", "scales"):
+        np.testing.assert_array_equal(getattr(spark.token_basis, name), getattr(local.token_basis, name))
     np.testing.assert_array_equal(spark.token_offsets, local.token_offsets)
     rows = list(range(0, len(local.chunks), 7)) + [len(local.chunks) - 1]
-    spark_tokens, offsets = spark.token_vectors(rows)
-    local_tokens, _ = local.token_vectors(rows)
-    assert len(local_tokens) == offsets[-1] > len(rows) * 20
-    # Back in the model's space: the two bases may differ by a rotation (or a sign) of their directions.
-    spark_model = spark_tokens @ spark.token_basis.components.T
-    local_model = local_tokens @ local.token_basis.components.T
-    cosines = np.sum(spark_model * local_model, axis=1) / (
-        np.linalg.norm(spark_model, axis=1) * np.linalg.norm(local_model, axis=1)
-    )
-    assert cosines.min() > 0.99, cosines.min()
+    spark_codes, offsets = spark.token_vectors(rows)
+    local_codes, _ = local.token_vectors(rows)
+    assert len(local_codes) == offsets[-1] > len(rows) * 20
+    assert np.abs(spark_codes - local_codes).max() <= 2
 
 
 # ------------------------------------------------------------------------------------- standalone cluster

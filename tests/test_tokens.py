@@ -1,4 +1,4 @@
-"""Late interaction's pieces on random data: the token basis, token bytes, and MaxSim over candidates' slices.
+"""Late interaction's pieces on random data: the token basis and its int8 codes, and MaxSim over candidates' slices.
 
 No model and no index: the stored tokens of a real index are in test_index_store.py and test_ingest.py,
 the feature a real question gets in test_retrieval.py.
@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from rag.errors import IndexStoreError
-from rag.tokens import TOKEN_DIMENSIONS, TokenBasis, late_interaction, token_bytes, token_matrix
+from rag.tokens import (
+    CODE_HEADROOM,
+    CODE_LIMIT,
+    MIN_SPAN,
+    TOKEN_DIMENSIONS,
+    TokenBasis,
+    late_interaction,
+    token_codes,
+)
 
 
 def _unit_rows(rng: np.random.Generator, count: int, dimension: int) -> np.ndarray:
@@ -38,6 +46,7 @@ def test_the_basis_keeps_at_most_128_orthonormal_directions(samples, dimension, 
     basis = TokenBasis.fit(sample)
     assert basis.dimensions == kept == min(TOKEN_DIMENSIONS, max(samples, 1), dimension)
     assert basis.components.shape == (dimension, kept) and basis.mean.shape == (dimension,)
+    assert basis.scales.shape == (kept,) and basis.scales.dtype == np.float32
     assert basis.components.dtype == basis.mean.dtype == np.float32
     np.testing.assert_allclose(basis.components.T @ basis.components, np.eye(kept), atol=1e-5)
     if samples:
@@ -79,12 +88,14 @@ def test_a_saved_basis_loads_equal(tmp_path):
     loaded = TokenBasis.load(tmp_path / "token_basis.npz")
     np.testing.assert_array_equal(loaded.mean, basis.mean)
     np.testing.assert_array_equal(loaded.components, basis.components)
-    assert loaded.dimensions == 20 and loaded.components.dtype == np.float32
+    np.testing.assert_array_equal(loaded.scales, basis.scales)
+    assert loaded.dimensions == 20 and loaded.components.dtype == loaded.scales.dtype == np.float32
     tokens = _unit_rows(np.random.default_rng(4), 5, 48)
     np.testing.assert_array_equal(loaded.project(tokens), basis.project(tokens))
+    np.testing.assert_array_equal(loaded.codes(tokens), basis.codes(tokens))
 
 
-@pytest.mark.parametrize("damage", ["missing", "truncated", "other-arrays"])
+@pytest.mark.parametrize("damage", ["missing", "truncated", "other-arrays", "no-scales"])
 def test_a_damaged_basis_file_says_to_re_ingest(tmp_path, damage):
     path = tmp_path / "token_basis.npz"
     TokenBasis.fit(_unit_rows(np.random.default_rng(5), 50, 8)).save(path)
@@ -92,31 +103,87 @@ def test_a_damaged_basis_file_says_to_re_ingest(tmp_path, damage):
         path.unlink()
     elif damage == "truncated":
         path.write_bytes(path.read_bytes()[:40])
-    else:
+    elif damage == "other-arrays":
         with path.open("wb") as handle:
             np.savez(handle, centre=np.zeros(8))
+    else:  # written before tokens were stored as codes: a centre and directions, no spans
+        with path.open("wb") as handle:
+            np.savez(handle, mean=np.zeros(8, np.float32), components=np.eye(8, 4, dtype=np.float32))
     with pytest.raises(IndexStoreError, match=r"token_basis\.npz is unreadable .*re-run 'kafka-rag ingest'"):
         TokenBasis.load(path)
 
 
-# ------------------------------------------------------------------------------------- token bytes
+# ------------------------------------------------------------------------------------- int8 codes
 
 
-def test_token_bytes_come_back_as_float32_within_float16_rounding():
-    tokens = _unit_rows(np.random.default_rng(6), 7, 24)
-    data = token_bytes(tokens)
-    assert isinstance(data, bytes) and len(data) == 7 * 24 * 2  # float16
-    back = token_matrix(data, 24)
-    assert back.shape == (7, 24) and back.dtype == np.float32
-    np.testing.assert_allclose(back, tokens, rtol=1e-3, atol=1e-4)
-    np.testing.assert_array_equal(back, tokens.astype(np.float16).astype(np.float32))
-    assert token_bytes(back) == data  # float16 values survive a second trip exactly
+def test_codes_are_one_signed_byte_per_direction_and_their_max_sim_is_the_float_one():
+    """A question's `question` tokens times candidates' codes: the MaxSim of the projected tokens, within 0.01."""
+    rng = np.random.default_rng(11)
+    basis = TokenBasis.fit(_unit_rows(rng, 2000, 96), dimensions=32)
+    counts = rng.integers(1, 30, size=40)
+    tokens = _unit_rows(rng, int(counts.sum()), 96)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    question = _unit_rows(rng, 7, 96)
+
+    codes = basis.codes(tokens)
+
+    assert codes.dtype == np.int8 and codes.shape == (len(tokens), 32)
+    assert np.abs(codes.astype(np.int64)).max() <= CODE_LIMIT
+    assert token_codes(codes.tobytes(), 32).tolist() == codes.tolist()  # as they travel and are stored
+    asked = basis.question(question)
+    assert asked.dtype == np.float32 and asked.shape == (7, 32)
+    coded = late_interaction(asked, codes.astype(np.float32), offsets)
+    exact = late_interaction(basis.project(question), basis.project(tokens), offsets)
+    np.testing.assert_allclose(coded, exact, atol=0.01)
+    assert np.corrcoef(coded, exact)[0, 1] > 0.999
 
 
-@pytest.mark.parametrize("data", [None, b"", token_bytes(np.zeros((0, 24)))], ids=["none", "empty", "no-tokens"])
+def test_a_directions_span_is_the_samples_largest_coordinate_with_headroom():
+    """A coordinate 1.3x the sample's largest on its direction, as a later build's token may have, is not
+    clipped at the sample's largest: its code gives it back within 10%."""
+    rng = np.random.default_rng(12)
+    sample = rng.standard_normal((500, 48)) * np.linspace(3.0, 0.5, 48)
+    basis = TokenBasis.fit(sample.astype(np.float32), dimensions=16)
+    peaks = np.abs(basis.project(sample)).max(axis=0)
+    np.testing.assert_allclose(basis.scales, np.clip(CODE_HEADROOM * peaks, MIN_SPAN, 1.0), rtol=1e-5)
+    direction = int(np.argmin(peaks))
+    assert 1.3 * peaks[direction] < 0.8
+    # A token whose projection is 1.3x the peak on that direction and the rest of its length on another
+    other = (direction + 1) % basis.dimensions
+    coordinates = np.zeros(basis.dimensions, np.float32)
+    coordinates[direction] = 1.3 * peaks[direction]
+    coordinates[other] = np.sqrt(1 - coordinates[direction] ** 2)
+    token = basis.mean + basis.components @ coordinates
+    np.testing.assert_allclose(basis.project(token)[0], coordinates, atol=1e-5)
+    (code,) = basis.codes(token)
+    assert abs(int(code[direction])) < CODE_LIMIT  # not clipped
+    decoded = code[direction] * basis.scales[direction] / CODE_LIMIT
+    assert decoded == pytest.approx(coordinates[direction], rel=0.1)
+
+
+@pytest.mark.parametrize("samples", [1, 2, 3])
+def test_a_tiny_samples_spans_are_at_least_the_minimum_and_its_codes_finite(samples):
+    """Two or three tokens span fewer directions than they are given: those flat directions' spans are
+    `MIN_SPAN`, not ~0, so other tokens' codes clip there rather than overflow."""
+    rng = np.random.default_rng(samples)
+    basis = TokenBasis.fit(_unit_rows(rng, samples, 24))
+    assert basis.scales.shape == (basis.dimensions,) and np.all(basis.scales >= MIN_SPAN)
+    assert np.all(basis.scales <= 1.0) and np.all(np.isfinite(basis.scales))
+    tokens = _unit_rows(rng, 50, 24)
+    codes = basis.codes(tokens)
+    assert codes.dtype == np.int8 and np.abs(codes.astype(np.int64)).max() <= CODE_LIMIT
+    assert np.all(np.isfinite(basis.question(tokens)))
+
+
+@pytest.mark.parametrize("data", [None, b"", np.zeros((0, 24), np.int8).tobytes()], ids=["none", "empty", "no-tokens"])
 def test_a_row_without_tokens_is_an_empty_matrix_of_the_dimension(data):
-    empty = token_matrix(data, 24)
-    assert empty.shape == (0, 24) and empty.dtype == np.float32
+    empty = token_codes(data, 24)
+    assert empty.shape == (0, 24) and empty.dtype == np.int8
+
+
+def test_codes_of_another_width_are_refused():
+    with pytest.raises(IndexStoreError, match="not whole tokens of 24 directions.*re-run 'kafka-rag ingest'"):
+        token_codes(bytes(30), 24)
 
 
 # ------------------------------------------------------------------------------------- late interaction

@@ -19,12 +19,12 @@ from rag.errors import IndexLockedError, IndexNotFoundError, IndexStoreError
 from rag.index_lock import ServerHold, held_versions, is_locked, writer_lock
 from rag.index_store import current_version, write_version
 from rag.versions import list_versions, prune_versions, remove_dead_staging, rollback
-from tests.test_index_store import _manifest, _table
+from tests.test_index_store import _basis, _manifest, _table
 
 
 def _write(index_dir: Path, seed: int) -> str:
     table, _ = _table(6, seed)
-    return write_version(index_dir, table, _manifest(), flat_max=1000)
+    return write_version(index_dir, table, _manifest(), flat_max=1000, token_basis=_basis())
 
 
 def _names(index_dir: Path) -> list[str]:
