@@ -19,11 +19,12 @@ on the torch backend): the path every build takes, at a cost that lets 10^5 chun
 `--half serve` skips embedding: it writes an index version straight from the corpus with vectors
 from a cheap deterministic stand-in (each source chunk's and unit's real vector from a built Kafka
 docs index, plus Gaussian noise, renormalised: cosine ~0.9 to the source, so the set keeps the
-corpus' clusters), through the same `VersionWriter` an ingest uses. Then, in a fresh process, an
-`Assistant` answers the golden questions of both files twice: ask p50/p95 over both passes and of each
-(the first reads the index from disk unless the page cache holds it; the second finds the pages the
-first touched in the cache, as a server that has run for a while does), and the process' RSS (what
-is anonymous memory, what is mapped files shared with other processes). And in this process the
+corpus' clusters; each source chunk's token codes as they are, in that index's token basis), through
+the same `VersionWriter` an ingest uses. Then, in a fresh process, an `Assistant` answers the golden
+questions of both files twice: ask p50/p95 over both passes and of each (the first reads the index
+from disk unless the page cache holds it; the second finds the pages the first touched in the cache,
+as a server that has run for a while does), and the process' RSS (what is anonymous memory, what is
+mapped files shared with other processes). And in this process the
 recall@10 of the approximate chunk and unit indexes against exact search, for the golden
 questions embedded with the real model. The probe also times the alternative to storing unit
 vectors: embedding the evidence units of each question's top passages at query time.
@@ -298,11 +299,15 @@ def serve_half(args: argparse.Namespace) -> dict[str, Any]:
     assert source_manifest is not None
     sections = source_chunks(source_dir)
     identifiers = source.column("identifiers")
-    source_vectors = [{"vector": row["vector"], "unit_vectors": row["unit_vectors"]} for row in source.rows()]
+    source_vectors = [
+        {"vector": row["vector"], "unit_vectors": row["unit_vectors"], "token_codes": row["token_codes"]}
+        for row in source.rows()
+    ]
     shutil.rmtree(index_dir.parent, ignore_errors=True)
     rng = np.random.default_rng(args.seed + 1)
     started = time.perf_counter()
-    with VersionWriter(index_dir, flat_max=args.flat_max) as writer:
+    # Each section keeps its source chunk's token codes, in the source's basis (the feature's cost, not its value).
+    with VersionWriter(index_dir, flat_max=args.flat_max, token_basis=source.token_basis()) as writer:
         for number, section in enumerate(synthetic_sections(sections, args.chunks, args.seed)):
             vectors = source_vectors[section.source]
             document = number // SECTIONS_PER_DOCUMENT
@@ -327,6 +332,7 @@ def serve_half(args: argparse.Namespace) -> dict[str, Any]:
                     "continues_code": False,
                     "vector": _perturbed(vectors["vector"][None, :], rng)[0],
                     "unit_vectors": _perturbed(unit_vectors, rng),
+                    "token_codes": vectors["token_codes"],
                 }
             )
         manifest = {
