@@ -2,7 +2,9 @@
 
 Spark only moves rows. Stage 1 maps file partitions through `chunk_files`; the chunk rows are then
 spread evenly over the cores and stage 2 maps them through `embed_rows`, which loads the model
-once per Python worker (a module-level cache in `rag.embedding`, never a pickled closure). The
+once per Python worker (a module-level cache in `rag.embedding`, never a pickled closure) and codes
+each chunk's tokens in the basis the driver fitted before the job (`rag.ingest.fit_token_basis`),
+which reaches the tasks in their `IngestConfig`. The
 executors write the embedded rows, sorted within each partition, as Parquet shards into the build's
 staging folder; the driver collects only the few document, skip and model rows, and `run_ingest`
 streams the shards into the index. No vector passes through the driver's memory all at once, so the
