@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -160,8 +160,12 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32), []
         with _torch_threads(self._threads):
-            outputs = self._model.encode(
-                texts, batch_size=batch_size, output_value=None, convert_to_numpy=False, show_progress_bar=False
+            # One dict of tensors per text with output_value=None; sentence-transformers 6.3 types it as str.
+            outputs = cast(
+                list[dict[str, Any]],
+                self._model.encode(
+                    texts, batch_size=batch_size, output_value=None, convert_to_numpy=False, show_progress_bar=False
+                ),
             )
         vectors = np.stack([o["sentence_embedding"].float().numpy() for o in outputs])
         vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
