@@ -197,7 +197,7 @@ def embed_rows(
     encoded (for progress; in a Spark worker, an accumulator).
 
     Ends with one "model" row carrying the model's identity when anything was embedded, so the
-    driver can record it without loading the model itself.
+    driver records the model that made the vectors (on Spark, the executors' copy of it).
     """
     basis = config.token_basis
     if basis is None:
