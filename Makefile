@@ -21,11 +21,11 @@ test-fast: venv
 
 venv: $(INSTALLED)
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml .ci/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q -c .ci/constraints.txt -e ".[test]"
 	touch $@
 
 index: venv
