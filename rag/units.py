@@ -933,7 +933,7 @@ def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
     lines = [render_unit(u, marker) for u in ordered if u.kind == "setting"] or [
         f"{format_sentence(ordered[0].parts[0])} [{marker}]"
     ]
-    if items := [u.parts[1] for u in ordered if u.kind == "list"]:
+    if items := [u for u in ordered if u.kind == "list"]:
         lines.append(_render_items(*_with_later_sentences(items)))
     lines += [_row_line(u) for u in ordered if u.kind == "row"]  # rows of one table under its lead-in
     if code := [u.parts[1] for u in ordered if u.kind == "code"]:
@@ -941,12 +941,14 @@ def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
     return "\n".join(lines)
 
 
-def _with_later_sentences(pieces: Sequence[str]) -> list[str]:
-    """List pieces with each later sentence of an item (one line, no item marker: `with_block_lead_in`)
-    joined to the piece before it, its item's earlier sentence."""
+def _with_later_sentences(units: Sequence[EvidenceUnit]) -> list[str]:
+    """The list units' items in text order, each later sentence of an item (one line, no item marker:
+    `with_block_lead_in`) joined to the sentence right before it when that one is shown: not to another item."""
     joined: list[str] = []
-    for piece in pieces:
-        if joined and "\n" not in piece and not _ITEM.match(piece):
+    for before, unit in zip((None, *units), units, strict=False):
+        piece = unit.parts[1]
+        follows = before is not None and before.position == unit.position - 1
+        if follows and "\n" not in piece and not _ITEM.match(piece):
             joined[-1] += f" {piece.strip()}"
         else:
             joined.append(piece)

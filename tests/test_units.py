@@ -345,6 +345,9 @@ def test_the_later_sentences_of_a_leading_item_go_under_the_lead_in_on_their_ite
         "`GET /tasks` instead.",
         "- `PUT /stop` - stop the connector.",
     ]
+    # shown without the sentence before it, a later sentence is not joined to another item's line
+    lines = render_shared_lead([shown[0], shown[2], shown[3]], 1).split("\n")
+    assert lines[1] == "- `GET /tasks-config` - get every task's configuration." and "Please use" not in lines[1]
 
 
 def test_a_chunk_that_begins_with_its_own_code_block_takes_the_lead_in_ending_the_chunk_before():
