@@ -861,7 +861,7 @@ def _messages(line: str, place: str) -> list[str]:
 # start, as products and methods are spelled), or an acronym with letters.
 _NAME = re.compile(
     r"(?<![\w.-])(?:[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]*[0-9]*|[A-Z][a-z]+[0-9]*"
-    r"|[A-Z][0-9]+)(?![\w.-])"
+    r"|[A-Z][0-9]+)(?![\w-]|\.[\w-])"  # a dot after one only ends its sentence ("… with KMinion.")
 )
 # An artifact or package id: three or more lower-case parts joined by hyphens (a library, a chart, an
 # image). Parts of three letters or more: English compounds link theirs with "by", "to", "of".

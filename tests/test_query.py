@@ -831,6 +831,14 @@ def test_names_keep_the_sentence_opening_word_apart():
     assert query.opening_names == ("Which", "Does")
 
 
+def test_a_name_that_ends_its_sentence_is_a_name_and_a_dotted_one_is_not():
+    """ "… picked LastAppliedRecordLagMs." and "… with KMinion." name what the user asks about; the sentence's
+    dot is no part of a package or host (`Foo.bar`), which is still no name."""
+    query = parse_query("We alert on LastAppliedRecordLagMs. It is flat. We export lag with KMinion. See Foo.bar")
+    assert {"LastAppliedRecordLagMs", "KMinion"} <= set(query.names)
+    assert not {"Foo", "Foo.bar"} & set(query.names)
+
+
 def test_names_with_a_lower_case_start_artifact_ids_and_quoted_programs():
     query = parse_query("Can ksqlDB read it? We use spring-cloud-stream-binder and run `zorb cluster config set x`.")
     assert {"ksqlDB", "spring-cloud-stream-binder", "zorb"} <= set(query.names)
