@@ -66,7 +66,8 @@ ENTRIES_PER_NAME = 3  # ... of one name: its pages (the broker's, the topic's an
 ENTRY_READS = 16  # chunks defining one name read for its entries
 MAX_RESPELT_KEYS = 64  # of a question's identifiers, those looked up as a misspelt key (~0.4 ms each)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
-_PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w.\-/@$`'\"&=])")  # a lower-case word standing alone
+# A lower-case word standing alone; the dot that ends its sentence is none of a file name's ("… the partiton.").
+_PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w\-/@$`'\"&=]|\.[\w\-/@$])")
 _NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
 _JOINER = r"[ /_-]?"  # what stands between two words of one name: "Mirror Maker", "SASL/SCRAM", never a sentence end
 _CODE_SHAPED = re.compile(r"^[a-z]+[A-Z]|[A-Za-z0-9][._][A-Za-z]")

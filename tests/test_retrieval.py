@@ -70,6 +70,13 @@ def test_misspelt_words_of_the_user_are_searched_as_the_corpus_spells_them(retri
     assert corrected.question == query.question  # the user's words are kept for the answer
 
 
+def test_a_misspelt_word_that_ends_its_sentence_is_corrected_and_a_file_name_is_not(retriever):
+    query = parse_query("we cannot incrase partitons. see server.log and a.txt")
+    corrected = retriever._spelling_corrected(query)
+    assert "increase partition." in corrected.text
+    assert "server.log" in corrected.text and "a.txt" in corrected.text
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
 @pytest.mark.parametrize("question", QUESTIONS, ids=range(len(QUESTIONS)))
 def test_features_are_finite_and_in_range(retriever, stage, question, mode):
