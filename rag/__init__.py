@@ -27,6 +27,7 @@ from rag.errors import (
 from rag.feedback import append_feedback, check_writable, export_thumbs_down, feedback_record
 from rag.ingest import IngestConfig, run_ingest
 from rag.passages import Answer, Citation, IndexStatus, Passage, SearchResult
+from rag.query import CAPITALISED_THROUGHOUT, prose_capitalisation
 from rag.ranking import RANK_FEATURES, LinearModel, data_hash, first_stage_ranker, model_paths
 from rag.service import Assistant
 from rag.settings import ANSWERERS, RETRIEVAL_MODES, Settings
@@ -37,6 +38,7 @@ __all__ = [
     "ADAPTER_LEARNING_RATE",
     "ADAPTER_RANK",
     "ADAPTER_TRAIN_TOKENS",
+    "CAPITALISED_THROUGHOUT",
     "RANK_FEATURES",
     "ANSWERERS",
     "RETRIEVAL_MODES",
@@ -72,6 +74,7 @@ __all__ = [
     "first_stage_ranker",
     "model_paths",
     "model_with_adapter",
+    "prose_capitalisation",
     "run_ingest",
     "train_adapter",
     "unfitted_abstention",

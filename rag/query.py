@@ -29,6 +29,9 @@ INHERITED_WORDS = 3  # words a follow-up of a follow-up takes from what the one 
 LEANED_ON_TURNS = 4  # ... read from the turns (two exchanges) before that one
 MAX_PHRASES = 4000  # word runs looked up as error or CamelCase names, per question: a 200 KB paste stays cheap
 MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB single-line paste stays linear
+# A question whose prose has at least this share of its words capitalised is typed in capitals or as a title
+# (`decased`); the tuning parts' questions reach 0.67 at most (`evals/tune_casing.py`, its report).
+CAPITALISED_THROUGHOUT = 0.83
 
 _TIMESTAMP = re.compile(
     r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
@@ -293,7 +296,7 @@ def parse_query(
     """The query value for `question`: the one place a question is reduced, rewritten and classified.
     `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here.
     With `leaning`, a question asked in a conversation is read as a follow-up whatever its words."""
-    text = _printable(question)
+    text = decased(_printable(question))
     places: dict[str, str] = {}
     error_places: dict[str, str] = {}
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
@@ -745,6 +748,54 @@ _LONG_FLAGS = re.compile(r"(?<![\w-])--[a-z][\w-]*")
 _NAMED_OPTION = re.compile(rf"{_LONG_FLAGS.pattern}|\"\[[a-z][\w-]*\]\"")  # a flag, or joptsimple's "[name]"
 # The first word of a message: the line's, or the one after a colon ("…Exception: zookeeper is not …").
 _MESSAGE_START = re.compile(r"(?:^|:\s+)([a-z][\w-]*)(?=\s)")
+
+
+# A plain word of prose as a name or a title writes it (`Consumer`, `CONSUMER`), and any such word: not a key,
+# path, host, code span or a word with digits or an underscore (`NOT_ENOUGH_REPLICAS`, `KIP-500` keep their case).
+_CASED_WORD = re.compile(r"(?<![\w.\-/@$`'\"])(?:[A-Z][a-z]+|[A-Z]{2,})(?![\w\-/@$`'\"]|\.\w)")
+_PROSE_WORD = re.compile(r"(?<![\w.\-/@$`'\"])[A-Za-z]{2,}(?![\w\-/@$`'\"]|\.\w)")
+
+
+def prose_capitalisation(text: str) -> float | None:
+    """The share of the plain words of the user's prose (outside code blocks, pasted lines and code spans) that
+    begin with a capital; None when the prose has no such word."""
+    words = [
+        word
+        for line, fenced in _lines_and_fences(text)
+        if not fenced and line_place(line[:MAX_LINE_CHARS]) == "question"
+        for word in _PROSE_WORD.findall(_INLINE_CODE.sub(" ", line[:MAX_LINE_CHARS]))
+    ]
+    return sum(word[0].isupper() for word in words) / len(words) if words else None
+
+
+def decased(text: str) -> str:
+    """`text` with the plain words of its prose in lower case when that prose is capitalised throughout
+    (`CAPITALISED_THROUGHOUT`: typed in capitals, or every word capitalised as in a title). Its capitals then
+    mark no name: "Why Did My Consumer Lag Spike" read as the error name WHY_DID_MY_CONSUMER_LAG_SPIKE, and
+    "YESTERDAY" as a product the corpus lacks, so the question was declined that is answered in lower case.
+    Code blocks, pasted lines, code spans and identifiers keep their case."""
+    share = prose_capitalisation(text)
+    if share is None or share < CAPITALISED_THROUGHOUT:
+        return text
+    lines: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line_place(line[:MAX_LINE_CHARS]) == "question":
+            line = _outside_code_spans(line, lambda part: _CASED_WORD.sub(lambda m: m.group(0).lower(), part))
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _outside_code_spans(line: str, change: Callable[[str], str]) -> str:
+    """`line` with `change` applied to its text between code spans (`…`), the spans as they were."""
+    parts: list[str] = []
+    end = 0
+    for span in _INLINE_CODE.finditer(line):
+        parts += [change(line[end : span.start()]), span.group(0)]
+        end = span.end()
+    return "".join([*parts, change(line[end:])])
 
 
 def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:

@@ -13,14 +13,17 @@ import pytest
 
 from rag.lexical import tokenize
 from rag.query import (
+    CAPITALISED_THROUGHOUT,
     MAX_SIGNAL_CHARS,
     asked_identifiers,
+    decased,
     is_followup,
     line_place,
     looks_like_log,
     names_its_subject,
     opening_label,
     parse_query,
+    prose_capitalisation,
     question_asks,
     reduce_to_signal,
     rewrite_followup,
@@ -837,6 +840,44 @@ def test_a_name_that_ends_its_sentence_is_a_name_and_a_dotted_one_is_not():
     query = parse_query("We alert on LastAppliedRecordLagMs. It is flat. We export lag with KMinion. See Foo.bar")
     assert {"LastAppliedRecordLagMs", "KMinion"} <= set(query.names)
     assert not {"Foo", "Foo.bar"} & set(query.names)
+
+
+def _as_title(question: str) -> str:
+    """Each lower-case word capitalised, as a title is typed; `NOT_ENOUGH_REPLICAS` as it was."""
+    return " ".join(word[:1].upper() + word[1:] if word.islower() else word for word in question.split(" "))
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "why did my consumer lag spike after we upgraded the brokers yesterday?",
+        "producer gets NOT_ENOUGH_REPLICAS errors after a broker went down since KIP-500, how do i fix it?",
+    ],
+)
+@pytest.mark.parametrize("recase", [str.upper, _as_title], ids=["capitals", "title"])
+def test_a_question_capitalised_throughout_reads_as_typed_in_lower_case(question, recase):
+    """Typed in capitals or as a title, every word looked like a name: "YESTERDAY" a product the corpus lacks,
+    "Why Did My Consumer" an error's name; the question was declined that is answered in lower case."""
+    typed, cased = parse_query(question), parse_query(recase(question))
+    assert (cased.names, cased.opening_names, cased.asked_names) == (
+        typed.names,
+        typed.opening_names,
+        typed.asked_names,
+    )
+    assert cased.asked_phrases == typed.asked_phrases and cased.label == typed.label
+    assert cased.tokens == typed.tokens
+    assert {i.name for i in cased.identifiers} == {i.name for i in typed.identifiers}
+    assert cased.question == recase(question)  # the user's words are kept for the answer
+
+
+def test_decasing_keeps_code_pasted_lines_and_identifiers_and_leaves_ordinary_capitals_alone():
+    shouted = "WHY DOES `KafkaProducer` FAIL WITH NOT_ENOUGH_REPLICAS ON KIP-500 CLUSTERS?\n```\nERROR Fatal Error\n```"
+    assert decased(shouted) == (
+        "why does `KafkaProducer` fail with NOT_ENOUGH_REPLICAS on KIP-500 clusters?\n```\nERROR Fatal Error\n```"
+    )
+    written = "Which SASL mechanisms does Kafka support? We run Redpanda Console."
+    assert decased(written) == written and prose_capitalisation(written) < CAPITALISED_THROUGHOUT
+    assert prose_capitalisation("```\nONLY CODE\n```") is None
 
 
 def test_names_with_a_lower_case_start_artifact_ids_and_quoted_programs():

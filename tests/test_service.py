@@ -278,6 +278,25 @@ def test_off_topic_and_other_products_abstain(assistant, question):
     assert all(p.source_path.endswith(".txt") for p in answer.related)
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "why did my consumer lag spike after we upgraded the brokers yesterday?",
+        "my consumer keeps getting rebalanced since this morning, what should i look at?",
+        "our producer started throwing timeouts after the weekend deploy, what settings matter?",
+    ],
+)
+def test_a_question_typed_in_capitals_or_as_a_title_is_answered_as_in_lower_case(assistant, question):
+    """Each was declined typed in capitals or with every word capitalised: its everyday words read as names
+    the corpus lacks."""
+    typed = assistant.ask(question)
+    assert typed.abstained is False
+    for cased in (question.upper(), question.title()):
+        answer = assistant.ask(cased)
+        assert answer.abstained is False, cased
+        assert [c.passage.chunk_id for c in answer.citations] == [c.passage.chunk_id for c in typed.citations], cased
+
+
 def test_a_request_to_write_something_is_declined_with_a_note_even_about_a_covered_error(assistant):
     """The passages cover INVALID_RECORD_STATE, but a Jira ticket is for the user to write: declined,
     saying why, with the closest passages listed."""
