@@ -446,10 +446,12 @@ _WORDS = re.compile(r"\w+")
 
 # A question that only asks what something is: "what is the ISR?", "what's a tombstone?", "what are quotas?",
 # "what does log compaction mean?", "define preferred replica".
+# Before the ask: "so", "ok", or a greeting or label of a few words ("hey,", "quick one:", "Hi all -").
+_ASK_LEAD_IN = r"(?:(?:so|and|ok|okay)\b[,\s]*|[a-z]+(?:\s+[a-z]+){0,2}\s*(?:[,:!]|\s[-–—])\s*)?"
 _DEFINITION_ASK = re.compile(
-    r"^\s*(?:(?:so|and|ok|okay)\b[,\s]*)?(?:what(?:'s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
+    rf"^\s*{_ASK_LEAD_IN}(?:what(?:'s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
     r"(?P<thing>[\w\s-]{2,60}?)\s*[?.!]*\s*$"
-    r"|^\s*(?:(?:so|and|ok|okay)\b[,\s]*)?what\s+(?:does|do)\s+(?P<meant>[\w\s-]{2,60}?)\s+mean\s*[?.!]*\s*$",
+    rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+mean\s*[?.!]*\s*$",
     re.I,
 )
 _LEADING_ARTICLE = re.compile(r"^(?:an?|the)\s+", re.I)

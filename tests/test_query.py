@@ -1197,6 +1197,10 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         ("so what's a tombstone", ("tombstone",)),
         ("what does log compaction mean?", ("log", "compaction")),
         ("define preferred replica", ("preferred", "replica")),
+        # after a greeting or a label of a few words
+        ("hey, what does ISR mean", ("ISR",)),
+        ("quick one: what is a tombstone?", ("tombstone",)),
+        ("Hi all - what is a tombstone?", ("tombstone",)),
         # what it is for, or where it lives, is said around the thing
         ("what is log compaction used for?", ("log", "compaction")),
         ("what is a standby replica in Kafka Streams?", ("standby", "replica")),
@@ -1209,6 +1213,8 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         ("what's the difference between acks=1 and acks=all?", ()),
         ("what is the recommended number of partitions per broker?", ()),
         ("Our consumer lags.\nwhat is the ISR?", ()),
+        ("what is a tombstone, and how long is it kept?", ()),
+        ("we enabled compaction last week and the disk is still full, what is wrong?", ()),
     ],
 )
 def test_a_question_that_only_asks_what_a_thing_is_names_the_thing(question, thing):
