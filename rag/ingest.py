@@ -2,11 +2,11 @@
 
 The per-partition work is two pure generators over plain rows, `chunk_files` (bytes → chunk rows)
 and `embed_rows` (rows → rows with vectors and token codes, model loaded once per process). `run_ingest`
-first fits the index's token basis on a sample of the corpus (`fit_token_basis`), then runs them either
-in this process (engine "local") or on Spark (engine "spark", `rag.spark_job`), and both paths give
-identical chunk ids and vectors. Unchanged files (same sha256, same model and chunker
-settings) are not read again: their rows and vectors come from the serving version's chunk table,
-and chunks of changed files whose content hash is known reuse their vectors too.
+first fits the index's token basis on a sample of the corpus (`fit_token_basis`, its tokens encoded where
+the engine runs the model), then runs them either in this process (engine "local") or on Spark (engine
+"spark", `rag.spark_job`), and both paths give identical chunk ids and vectors. Unchanged files (same
+sha256, same model and chunker settings) are not read again: their rows and vectors come from the serving
+version's chunk table, and chunks of changed files whose content hash is known reuse their vectors too.
 """
 
 from __future__ import annotations
@@ -368,15 +368,36 @@ def basis_texts(files: Sequence[SourceFile], config: IngestConfig) -> list[str]:
     return texts
 
 
-def fit_token_basis(files: Sequence[SourceFile], config: IngestConfig, progress: Progress = no_progress) -> TokenBasis:
-    """The basis a build's token codes are made in, fitted before anything is embedded on the tokens of
-    `basis_texts`, encoded by the model `embed_rows` uses: nothing is staged unprojected (`rag.tokens`)."""
-    texts = basis_texts(files, config)
-    progress(f"token basis: fitting on the tokens of {len(texts)} texts spread over the corpus")
-    embedder = load_embedder(config.model, config.embed_backend, os.cpu_count() or 1, Path(config.model_cache_dir))
+BasisFit = Callable[[list[str], IngestConfig], TokenBasis]
+"""Fits the token basis on the tokens of the given texts (`fit_basis`) where the engine's model runs: in
+this process (`fit_basis_here`) or on a Spark executor (`rag.spark_job`), so a Spark driver never loads it."""
+
+
+def fit_basis(texts: list[str], config: IngestConfig) -> TokenBasis:
+    """The basis of `texts`' tokens, encoded by this process's cached model (the one `embed_rows` then uses)."""
+    embedder = load_embedder(config.model, config.embed_backend, config.threads_per_task, Path(config.model_cache_dir))
     _, tokens = embedder.encode_with_tokens(texts, batch_size=config.encode_batch_size)
     sample = np.concatenate([*tokens, np.zeros((0, embedder.dimension), np.float32)])
     return TokenBasis.fit(sample[:: max(1, math.ceil(len(sample) / BASIS_SAMPLE))])
+
+
+def fit_basis_here(texts: list[str], config: IngestConfig) -> TokenBasis:
+    """`fit_basis` in this process with every core, as `local_engine` embeds: one model load serves both."""
+    return fit_basis(texts, dataclasses.replace(config, threads_per_task=os.cpu_count() or 1))
+
+
+def fit_token_basis(
+    files: Sequence[SourceFile],
+    config: IngestConfig,
+    progress: Progress = no_progress,
+    fit: BasisFit = fit_basis_here,
+) -> TokenBasis:
+    """The basis a build's token codes are made in, fitted before anything is embedded on the tokens of
+    `basis_texts`, encoded by the model `embed_rows` uses (`fit` runs it): nothing is staged unprojected
+    (`rag.tokens`)."""
+    texts = basis_texts(files, config)
+    progress(f"token basis: fitting on the tokens of {len(texts)} texts spread over the corpus")
+    return fit(texts, config)
 
 
 Engine = Callable[[list[SourceFile], IngestConfig, frozenset[str], Path, Progress], list[dict[str, Any]]]
@@ -510,6 +531,7 @@ def run_ingest(
     config: IngestConfig,
     *,
     engine: Engine = local_engine,
+    fit_basis: BasisFit = fit_basis_here,
     engine_name: str = "local",
     master: str = "",
     flat_index_max: int = Settings.flat_index_max,
@@ -523,6 +545,7 @@ def run_ingest(
 
     The whole build holds the index's writer lock (`IndexLockedError` when another ingest has it, unless
     `wait`). Staging folders of dead builds are removed first; old versions after a successful publish.
+    `fit_basis` must run the model where `engine` does (the Spark engine's own, `rag.spark_job.spark_engine`).
     """
     for source in sources:  # before the lock, which creates the index folder
         if not Path(source).exists():
@@ -535,6 +558,7 @@ def run_ingest(
             index_dir,
             config,
             engine=engine,
+            fit_basis=fit_basis,
             engine_name=engine_name,
             master=master,
             flat_index_max=flat_index_max,
@@ -554,6 +578,7 @@ def _build(
     config: IngestConfig,
     *,
     engine: Engine,
+    fit_basis: BasisFit,
     engine_name: str,
     master: str,
     flat_index_max: int,
@@ -624,7 +649,7 @@ def _build(
     progress(f"reuse: {len(unchanged_files)} unchanged files; processing {len(changed_files)} new or changed files")
     if token_basis is None:
         stage_started = time.perf_counter()
-        token_basis = fit_token_basis(changed_files, config, progress)
+        token_basis = fit_token_basis(changed_files, config, progress, fit_basis)
         stages["token_basis"] = round(time.perf_counter() - stage_started, 3)
     config = dataclasses.replace(config, token_basis=token_basis)
     with VersionWriter(index_dir, flat_max=flat_index_max, token_basis=token_basis) as writer:
@@ -645,6 +670,7 @@ def _build(
                 index_dir,
                 config,
                 engine=engine,
+                fit_basis=fit_basis,
                 engine_name=engine_name,
                 master=master,
                 flat_index_max=flat_index_max,

@@ -461,7 +461,7 @@ def _engine_calls(
 ) -> list[tuple[list[str], frozenset[str], str, str]]:
     """What `run_ingest` hands its engine: (files, known chunk ids, backend, chunk vectors); then stops it.
     The token basis such a build fits first is not what these tests are about: a stand-in saves the model."""
-    monkeypatch.setattr("rag.ingest.fit_token_basis", lambda files, config, progress: ANY_BASIS)
+    monkeypatch.setattr("rag.ingest.fit_token_basis", lambda files, config, progress, fit: ANY_BASIS)
     seen = []
 
     class Seen(Exception):
