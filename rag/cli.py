@@ -149,18 +149,20 @@ def _ingest(args: argparse.Namespace) -> int:
             from rag.spark_job import spark_engine
 
             progress(f"spark: starting {settings.spark_master}")
-            report = run_ingest(
-                sources,
-                settings.index_dir,
-                config,
-                engine=spark_engine(settings.spark_master, settings.arrow_batch_size, verbose=args.verbose),
-                engine_name="spark",
-                master=settings.spark_master,
-                flat_index_max=settings.flat_index_max,
-                progress=progress,
-                wait=args.wait,
-                keep_versions=settings.keep_versions,
-            )
+            with spark_engine(settings.spark_master, settings.arrow_batch_size, verbose=args.verbose) as spark:
+                report = run_ingest(
+                    sources,
+                    settings.index_dir,
+                    config,
+                    engine=spark.run,
+                    fit_basis=spark.fit_basis,
+                    engine_name="spark",
+                    master=settings.spark_master,
+                    flat_index_max=settings.flat_index_max,
+                    progress=progress,
+                    wait=args.wait,
+                    keep_versions=settings.keep_versions,
+                )
     if args.json:
         _print_json(report.to_dict())
     elif not args.quiet:

@@ -3,8 +3,9 @@
 Spark only moves rows. Stage 1 maps file partitions through `chunk_files`; the chunk rows are then
 spread evenly over the cores and stage 2 maps them through `embed_rows`, which loads the model
 once per Python worker (a module-level cache in `rag.embedding`, never a pickled closure) and codes
-each chunk's tokens in the basis the driver fitted before the job (`rag.ingest.fit_token_basis`),
-which reaches the tasks in their `IngestConfig`. The
+each chunk's tokens in the basis fitted just before the job (`rag.ingest.fit_token_basis`), which
+reaches the tasks in their `IngestConfig`. That fit's tokens are encoded in one task of the same session,
+so the driver never loads the model and the worker that did keeps it for the job. The
 executors write the embedded rows, sorted within each partition, as Parquet shards into the build's
 staging folder; the driver collects only the few document, skip and model rows, and `run_ingest`
 streams the shards into the index. No vector passes through the driver's memory all at once, so the
@@ -27,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -38,9 +40,20 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from rag.errors import ConfigurationError, IngestError
-from rag.ingest import ROWS_PER_ENCODE, IngestConfig, SourceFile, chunk_files, embed_rows, planned_texts
+from rag.ingest import (
+    ROWS_PER_ENCODE,
+    BasisFit,
+    Engine,
+    IngestConfig,
+    SourceFile,
+    chunk_files,
+    embed_rows,
+    fit_basis,
+    planned_texts,
+)
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
+from rag.tokens import TokenBasis
 
 EMBED_TASKS_PER_CORE = 4
 SHARD_ROW_GROUP_BYTES = 8 << 20  # Parquet row groups of the shards the executors write
@@ -177,8 +190,31 @@ def _ship_package(context: Any) -> None:
     context.addPyFile(archive)
 
 
-def spark_engine(master: str, arrow_batch_size: int = Settings.arrow_batch_size, *, verbose: bool = False):
-    """An `Engine` for `run_ingest` that runs the stages on Spark at `master` (Spark's output shown if `verbose`)."""
+@dataclass(frozen=True)
+class SparkEngine:
+    """A build's Spark work on one session: `run_ingest`'s `engine` (the job) and its `fit_basis`."""
+
+    run: Engine
+    fit_basis: BasisFit
+
+
+@contextmanager
+def spark_engine(
+    master: str, arrow_batch_size: int = Settings.arrow_batch_size, *, verbose: bool = False
+) -> Iterator[SparkEngine]:
+    """Spark at `master` for the ingests run in the block (Spark's output shown if `verbose`).
+
+    The token basis's fit and the job share one session, so the Python worker that loads the model for
+    the fit keeps it for the embedding tasks. The session starts at its first use (a build with nothing
+    to do never starts Spark) and stops when the block ends.
+    """
+    spark: Any = None
+
+    def session(config: IngestConfig) -> Any:
+        nonlocal spark
+        if spark is None:
+            spark = spark_session(master, config.threads_per_task, arrow_batch_size, verbose=verbose)
+        return spark
 
     def run(
         files: list[SourceFile],
@@ -187,15 +223,27 @@ def spark_engine(master: str, arrow_batch_size: int = Settings.arrow_batch_size,
         shards: Path,
         progress: Progress = no_progress,
     ) -> list[dict[str, Any]]:
-        spark = spark_session(master, config.threads_per_task, arrow_batch_size, verbose=verbose)
-        try:
-            texts = _Texts(spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0))
-            with _reporting_tasks(spark.sparkContext, progress, texts), _py4j_logs_hidden(not verbose):
-                return _run_job(spark, files, config, known_ids, shards, texts)
-        finally:
+        active = session(config)
+        texts = _Texts(active.sparkContext.accumulator(0), active.sparkContext.accumulator(0))
+        with _reporting_tasks(active.sparkContext, progress, texts), _py4j_logs_hidden(not verbose):
+            return _run_job(active, files, config, known_ids, shards, texts)
+
+    def fit(texts: list[str], config: IngestConfig) -> TokenBasis:
+        with _py4j_logs_hidden(not verbose):
+            return _fit_basis_job(session(config).sparkContext, texts, config)
+
+    try:
+        yield SparkEngine(run, fit)
+    finally:
+        if spark is not None:
             spark.stop()
 
-    return run
+
+def _fit_basis_job(context: Any, texts: list[str], config: IngestConfig) -> TokenBasis:
+    """`fit_basis` in one task: an executor's Python worker loads the model, not the driver (there it held
+    ~670 MB for the whole build at 10^4 chunks, benchmarks/scale.py), and only the fitted basis comes back
+    (~0.2 MB; the tokens it is fitted on are ~100 MB for the Kafka docs)."""
+    return context.parallelize([texts], 1).map(lambda sample: fit_basis(sample, config)).collect()[0]
 
 
 @contextmanager
@@ -234,7 +282,7 @@ def _reporting_tasks(context: Any, progress: Progress, texts: _Texts, every_s: f
     Accumulator updates arrive when a task ends, so the texts count moves a task at a time, and the
     total is known once chunking is done.
     """
-    group = f"kafka-rag-ingest-{os.getpid()}-{threading.get_ident()}"
+    group = f"kafka-rag-ingest-{uuid.uuid4().hex}"  # a session may run several jobs (a rebuild after a model change)
     context.setJobGroup(group, "kafka-rag ingest")
     stopped = threading.Event()
 
