@@ -296,7 +296,7 @@ def parse_query(
     """The query value for `question`: the one place a question is reduced, rewritten and classified.
     `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here.
     With `leaning`, a question asked in a conversation is read as a follow-up whatever its words."""
-    text = decased(_printable(question))
+    text = decased(without_salutations(_printable(question)))
     places: dict[str, str] = {}
     error_places: dict[str, str] = {}
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
@@ -768,6 +768,42 @@ def prose_capitalisation(text: str) -> float | None:
         for word in _PROSE_WORD.findall(_INLINE_CODE.sub(" ", line[:MAX_LINE_CHARS]))
     ]
     return sum(word[0].isupper() for word in words) / len(words) if words else None
+
+
+# A salutation: a few words on a line of their own, closed by a comma or "!" ("Hi team,", "Thanks,", "Best
+# regards,"). Closing the question, it may be followed by a short signature: the writer's name and role.
+_SALUTATION = re.compile(r"^\s*[A-Za-z][\w'’-]*(?:\s+[A-Za-z][\w'’-]*){0,3}\s*[,!]\s*$")
+SIGNATURE_LINES = 3  # lines after a closing salutation, at most,
+SIGNATURE_WORDS = 6  # of this many words at most, with no question, code or identifier: a name, a role, a team
+
+
+def without_salutations(text: str) -> str:
+    """`text` without a greeting on its first line and a sign-off at its end, each set apart as a letter's are:
+    the greeting by a blank line after it, the sign-off (a salutation line, then at most `SIGNATURE_LINES` short
+    lines) by a blank line or a finished sentence before it. Neither says what the question is about, and the
+    writer's name, read as a product the corpus lacks, had the question declined ("…?\n\nThanks,\nPriya
+    Raghunathan"). A question that is nothing else keeps them."""
+    lines = text.split("\n")
+    filled = [number for number, line in enumerate(lines) if line.strip()]
+    dropped: set[int] = set()
+    for place, start in enumerate(filled[-SIGNATURE_LINES - 1 :], start=max(0, len(filled) - SIGNATURE_LINES - 1)):
+        before = filled[place - 1] if place else None
+        set_apart = before is not None and (before < start - 1 or lines[before].rstrip().endswith((".", "?", "!")))
+        signature = [lines[n] for n in filled[place + 1 :]]
+        if set_apart and _SALUTATION.match(lines[start]) and all(_signature_line(line) for line in signature):
+            dropped.update(filled[place:])
+            break
+    if len(filled) > 1 and filled[1] > filled[0] + 1 and _SALUTATION.match(lines[filled[0]]):
+        dropped.add(filled[0])
+    if not dropped or len(dropped) == len(filled):
+        return text
+    return "\n".join(line for number, line in enumerate(lines) if number not in dropped)
+
+
+def _signature_line(line: str) -> bool:
+    return (
+        len(line.split()) <= SIGNATURE_WORDS and "?" not in line and "`" not in line and not extract_identifiers(line)
+    )
 
 
 def decased(text: str) -> str:

@@ -27,6 +27,7 @@ from rag.query import (
     question_asks,
     reduce_to_signal,
     rewrite_followup,
+    without_salutations,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -878,6 +879,33 @@ def test_decasing_keeps_code_pasted_lines_and_identifiers_and_leaves_ordinary_ca
     written = "Which SASL mechanisms does Kafka support? We run Redpanda Console."
     assert decased(written) == written and prose_capitalisation(written) < CAPITALISED_THROUGHOUT
     assert prose_capitalisation("```\nONLY CODE\n```") is None
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("how do i add partitions?\n\nThanks,\nPriya Raghunathan", "how do i add partitions?\n"),
+        ("why is it slow?\nCheers,\nBob", "why is it slow?"),
+        (
+            "Hello Kafka team,\n\nhow do i add partitions?\n\nBest regards,\nMarek Nowak\nSenior Engineer, Payments",
+            "\nhow do i add partitions?\n",
+        ),
+        # not set apart as a letter's, or what the user has: kept
+        ("hi,\nwhat is isr?", "hi,\nwhat is isr?"),
+        ("In KRaft,\nhow do I list voters?", "In KRaft,\nhow do I list voters?"),
+        ("We have two clusters:\nprod-eu,\nprod-us", "We have two clusters:\nprod-eu,\nprod-us"),
+        ("why does it fail?\n\nKafka 3.9,\nretention.ms=1000", "why does it fail?\n\nKafka 3.9,\nretention.ms=1000"),
+        ("my config:\n```\nfoo,\nbar\n```", "my config:\n```\nfoo,\nbar\n```"),
+        ("Thanks,", "Thanks,"),
+    ],
+)
+def test_a_letters_greeting_and_sign_off_are_not_the_question(question, asked):
+    assert without_salutations(question) == asked
+
+
+def test_a_signatures_name_is_no_name_the_question_asks_about():
+    question = "Which SASL mechanisms does Kafka support?\n\nThanks,\nPriya Raghunathan"
+    assert parse_query(question).names == ("SASL", "Kafka")
 
 
 def test_names_with_a_lower_case_start_artifact_ids_and_quoted_programs():

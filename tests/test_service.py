@@ -297,6 +297,18 @@ def test_a_question_typed_in_capitals_or_as_a_title_is_answered_as_in_lower_case
         assert [c.passage.chunk_id for c in answer.citations] == [c.passage.chunk_id for c in typed.citations], cased
 
 
+@pytest.mark.parametrize(
+    "question", ["my consumer group keeps rebalancing, what should i tune?", "what is KIP-467 about?"]
+)
+def test_a_question_written_as_a_letter_is_answered_as_the_question_alone(assistant, question):
+    """The greeting and the signature say nothing about Kafka; the writer's name and team read as products the
+    corpus lacks, and the question was declined."""
+    letter = f"Hello Kafka team,\n\n{question}\n\nBest regards,\nMarek Nowak\nSenior Engineer, Payments"
+    alone, written = assistant.ask(question), assistant.ask(letter)
+    assert written.abstained is False
+    assert [c.passage.chunk_id for c in written.citations] == [c.passage.chunk_id for c in alone.citations]
+
+
 def test_a_request_to_write_something_is_declined_with_a_note_even_about_a_covered_error(assistant):
     """The passages cover INVALID_RECORD_STATE, but a Jira ticket is for the user to write: declined,
     saying why, with the closest passages listed."""
