@@ -147,6 +147,9 @@ _TASK_REQUEST = re.compile(
     re.I,
 )
 _SENTENCE_START = re.compile(r"(?:^|(?<=[.!?:])\s+|\n+)\s*")
+# A greeting or aside of a few words before what a sentence says ("hi team, write me …", "quick one - in
+# confluent-kafka-python, …"): what follows it starts the sentence too.
+_LEAD_IN = re.compile(r"[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\s*(?:,|!|\s[-–—])\s+")
 
 
 @dataclass(frozen=True)
@@ -510,9 +513,11 @@ MAX_LABEL_WORDS = 6  # longer, it is a sentence ("when I restart the broker it s
 
 
 def opening_label(text: str) -> tuple[str, ...]:
-    """The words of the label the question opens with, when its first line is the user's own words."""
+    """The words of the label the question opens with, when its first line is the user's own words; after a
+    greeting of a few words too ("hi team, Spring Boot with spring-kafka: …", `_LEAD_IN`)."""
     first = text.lstrip().split("\n", 1)[0]
-    match = _LABEL.match(first[:MAX_LINE_CHARS])
+    lead_in = _LEAD_IN.match(first)
+    match = _LABEL.match(first[:MAX_LINE_CHARS]) or (lead_in and _LABEL.match(first[lead_in.end() : MAX_LINE_CHARS]))
     if not match or line_place(first) != "question":
         return ()
     words = tuple(w for w in re.split(r"[\s/]+", next(g for g in match.groups() if g)) if w)
@@ -983,11 +988,7 @@ def _intent(
     summarised (no passage answers that, whatever it is about); troubleshoot when the user reports an
     error (`pasted_error`: an error or log line is among what they pasted) or asks for a fix; check when
     they ask how to inspect."""
-    if any(
-        _TASK_REQUEST.match(line[m.end() : m.end() + 80])
-        for line in own_lines
-        for m in _SENTENCE_START.finditer(line[:MAX_LINE_CHARS])
-    ):
+    if any(_TASK_REQUEST.match(line[start : start + 80]) for line in own_lines for start in _sentence_starts(line)):
         return "task"
     reports_error = (
         pasted_error or any(i.place == "error" for i in identifiers) or bool(_ERROR_CALL.search(text[:2000]))
@@ -997,6 +998,16 @@ def _intent(
     if _CHECK_REQUEST.search(text[:2000]):
         return "check"
     return "fact"
+
+
+def _sentence_starts(line: str) -> Iterator[int]:
+    """Where the sentences of `line` start (its first `MAX_LINE_CHARS`), and where each starts again after a lead-in
+    (`_LEAD_IN`)."""
+    head = line[:MAX_LINE_CHARS]
+    for match in _SENTENCE_START.finditer(head):
+        yield match.end()
+        if lead_in := _LEAD_IN.match(head, match.end()):
+            yield lead_in.end()
 
 
 @dataclass(frozen=True)

@@ -789,6 +789,9 @@ def test_a_command_alone_is_searched_as_typed():
         ("How do I write a custom partitioner?", "fact"),
         ("give me a python script that consumes from kafka", "task"),
         ("tell me a joke about kafka", "task"),
+        # after a greeting of a few words, the request still opens its sentence
+        ("hi team, write me a python script that upserts the orders topic into postgres", "task"),
+        ("quick one - translate this into Japanese: the broker is down", "task"),
         ("can you give me some sample code for a transactional producer?", "task"),
         ("give me an example of a producer config with acks=all", "fact"),  # the docs have examples
         ("tell me the default of linger.ms", "fact"),
@@ -1268,6 +1271,9 @@ def test_a_word_cut_by_the_owner_window_calls_nothing_the_users():
         # An opening "In …," or "With the …," sets the subject as a label does.
         ("In Zorblatt (Go), how do I start from the oldest offset?", ("Zorblatt", "(Go)")),
         ("With the Zorblatt operator, how do I restart a task?", ("Zorblatt", "operator")),
+        # after a greeting of a few words
+        ("hi team, Zorblatt 2.2: the consumer crashes on rebalance", ("Zorblatt", "2.2")),
+        ("hey all, In Zorblatt (Go), how do I start from the oldest offset?", ("Zorblatt", "(Go)")),
     ],
 )
 def test_a_question_opening_with_a_label_names_its_subject_there(question, label):
