@@ -149,7 +149,8 @@ _TASK_REQUEST = re.compile(
 _SENTENCE_START = re.compile(r"(?:^|(?<=[.!?:])\s+|\n+)\s*")
 # A greeting or aside of a few words before what a sentence says ("hi team, write me …", "quick one - in
 # confluent-kafka-python, …"): what follows it starts the sentence too.
-_LEAD_IN = re.compile(r"[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\s*(?:,|!|\s[-–—])\s+")
+_FEW_WORDS = r"[A-Za-z]+(?:\s+[A-Za-z]+){0,2}"  # one to three words: a greeting, an aside or a label
+_LEAD_IN = re.compile(rf"{_FEW_WORDS}\s*(?:,|!|\s[-–—])\s+")
 
 
 @dataclass(frozen=True)
@@ -450,7 +451,7 @@ _WORDS = re.compile(r"\w+")
 # A question that only asks what something is: "what is the ISR?", "what's a tombstone?", "what are quotas?",
 # "what does log compaction mean?", "define preferred replica".
 # Before the ask: "so", "ok", or a greeting or label of a few words ("hey,", "quick one:", "Hi all -").
-_ASK_LEAD_IN = r"(?:(?:so|and|ok|okay)\b[,\s]*|[a-z]+(?:\s+[a-z]+){0,2}\s*(?:[,:!]|\s[-–—])\s*)?"
+_ASK_LEAD_IN = rf"(?:(?:so|and|ok|okay)\b[,\s]*|{_FEW_WORDS}\s*(?:[,:!]|\s[-–—])\s*)?"
 _DEFINITION_ASK = re.compile(
     rf"^\s*{_ASK_LEAD_IN}(?:what(?:'s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
     r"(?P<thing>[\w\s-]{2,60}?)\s*[?.!]*\s*$"
