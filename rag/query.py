@@ -495,8 +495,11 @@ def names_its_subject(text: str, max_terms: int) -> bool:
     identifier, or asks what a thing is ("what's a ktable?", "what is static membership?"). A fragment ("how
     often?", "any prerequisites?", "default value?") may not, nor may a question about "the" thing ("what's
     the default?": of what was just discussed)."""
-    if len(tokenize(text)) > max_terms or extract_identifiers(text):
-        return True
+    return len(tokenize(text)) > max_terms or bool(extract_identifiers(text)) or _asks_what_a_thing_is(text)
+
+
+def _asks_what_a_thing_is(text: str) -> bool:
+    """ "what's a ktable?", not "what's the default?" (of what was just discussed)."""
     match = _DEFINITION_ASK.match(text) if defined_thing(text) else None
     return match is not None and not _DEFINITE_ARTICLE.match(match.group("thing") or match.group("meant"))
 
@@ -1073,6 +1076,17 @@ def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
         return False
     continues = bool(_FOLLOWUP_START.match(question) or _CONTINUES.search(question))
     return points_back or continues or not any(len(t) > 3 for t in tokenize(question))
+
+
+def switches_subject(question: str, history: Sequence[Mapping[str, str]]) -> bool:
+    """Whether a question asked in a conversation asks what a thing is (`defined_thing`) that no earlier turn
+    mentions: "what's a ktable?" after listing ACLs is a new subject, however well the ACL passages score when
+    searched with the conversation's."""
+    text = decased(without_salutations(_printable(question)))
+    if not history or not _asks_what_a_thing_is(text):
+        return False
+    said = {t for turn in history for t in tokenize(turn.get("content", ""))}
+    return not said.intersection(tokenize(" ".join(defined_thing(text))))
 
 
 def rewrite_followup(question: str, history: Sequence[Mapping[str, str]], leaning: bool = False) -> str:

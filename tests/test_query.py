@@ -27,6 +27,7 @@ from rag.query import (
     question_asks,
     reduce_to_signal,
     rewrite_followup,
+    switches_subject,
     without_salutations,
 )
 
@@ -1374,3 +1375,23 @@ def test_a_question_read_as_leaning_on_the_conversation_carries_its_subject():
     assert not alone.followup and alone.text == "any prerequisites?"
     assert leaning.followup and "isolation.level" in leaning.text
     assert parse_query("any prerequisites?", (), leaning=True).text == "any prerequisites?"
+
+
+@pytest.mark.parametrize(
+    ("question", "switches"),
+    [
+        ("what's a ktable?", True),  # the conversation was about ACLs
+        ("Hi, what is zero copy?", True),
+        ("what does acl mean?", False),  # the conversation named it
+        ("what are the ACLs for?", False),
+        ("how do I list them?", False),  # no definition asked
+        ("what's the default?", False),
+    ],
+)
+def test_switches_subject(question, switches):
+    history = [
+        {"role": "user", "content": "how do i list the acls set on a topic?"},
+        {"role": "assistant", "content": "Run kafka-acls.sh --list --topic <topic> [1]."},
+    ]
+    assert switches_subject(question, history) is switches
+    assert not switches_subject(question, [])

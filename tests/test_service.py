@@ -246,6 +246,23 @@ def test_a_fragment_that_names_no_subject_is_searched_with_the_conversations(ass
     assert "transaction.timeout.ms" in answer.text, answer.text
 
 
+@pytest.mark.parametrize(
+    ("question", "switches"),
+    [("what is a consumer group?", True), ("what is a ProducerFencedException?", False), ("which default?", False)],
+)
+def test_a_definition_of_a_thing_the_conversation_never_named_is_only_searched_alone(assistant, question, switches):
+    """A new subject is not searched with the conversation's too: over an index whose embedding the question was
+    not fitted with, "what's a ktable?" after listing a topic's ACLs scored higher with the ACL passages."""
+    history = [
+        {"role": "user", "content": "my streams app gets ProducerFencedException when transaction.timeout.ms is hit"},
+        {"role": "assistant", "content": "The transaction timed out and the producer was fenced [1]."},
+    ]
+    answer = assistant.ask(question, history)
+    assert ("leaning" not in answer.timings_ms) is switches, answer.timings_ms
+    if switches:
+        assert answer.query == question
+
+
 def test_without_history_the_follow_up_is_searched_as_typed(assistant):
     answer = assistant.ask("and what's its default?")
     assert answer.query == "and what's its default?"
