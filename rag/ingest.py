@@ -525,15 +525,27 @@ def text_key(row: dict[str, Any]) -> tuple[Any, ...]:
     return (tuple(row["section_path"]), row["text"])
 
 
+@dataclass(frozen=True)
+class BuildEngine:
+    """Where a build's stages run: `run` (the job, an `Engine`) and `fit_basis` (the token basis's fit) on the
+    same model, so the two never pair a Spark job with a fit on the driver; `name` and `master` go into the
+    manifest."""
+
+    name: str
+    run: Engine
+    fit_basis: BasisFit
+    master: str = ""
+
+
+LOCAL_ENGINE = BuildEngine("local", local_engine, fit_basis_here)
+
+
 def run_ingest(
     sources: Sequence[str | Path],
     index_dir: Path,
     config: IngestConfig,
     *,
-    engine: Engine = local_engine,
-    fit_basis: BasisFit = fit_basis_here,
-    engine_name: str = "local",
-    master: str = "",
+    engine: BuildEngine = LOCAL_ENGINE,
     flat_index_max: int = Settings.flat_index_max,
     progress: Progress = no_progress,
     before_publish: Any = None,
@@ -545,7 +557,7 @@ def run_ingest(
 
     The whole build holds the index's writer lock (`IndexLockedError` when another ingest has it, unless
     `wait`). Staging folders of dead builds are removed first; old versions after a successful publish.
-    `fit_basis` must run the model where `engine` does (the Spark engine's own, `rag.spark_job.spark_engine`).
+    `engine` is `LOCAL_ENGINE` or Spark's (`rag.spark_job.spark_engine`).
     """
     for source in sources:  # before the lock, which creates the index folder
         if not Path(source).exists():
@@ -558,9 +570,6 @@ def run_ingest(
             index_dir,
             config,
             engine=engine,
-            fit_basis=fit_basis,
-            engine_name=engine_name,
-            master=master,
             flat_index_max=flat_index_max,
             progress=progress,
             before_publish=before_publish,
@@ -577,10 +586,7 @@ def _build(
     index_dir: Path,
     config: IngestConfig,
     *,
-    engine: Engine,
-    fit_basis: BasisFit,
-    engine_name: str,
-    master: str,
+    engine: BuildEngine,
     flat_index_max: int,
     progress: Progress,
     before_publish: Any,
@@ -632,8 +638,8 @@ def _build(
             counts["chunks"],
             0,
             tuple(previous.get("skipped", [])),
-            engine_name,
-            master,
+            engine.name,
+            engine.master,
             round(time.perf_counter() - started, 3),
             stages,
         )
@@ -649,14 +655,14 @@ def _build(
     progress(f"reuse: {len(unchanged_files)} unchanged files; processing {len(changed_files)} new or changed files")
     if token_basis is None:
         stage_started = time.perf_counter()
-        token_basis = fit_token_basis(changed_files, config, progress, fit_basis)
+        token_basis = fit_token_basis(changed_files, config, progress, engine.fit_basis)
         stages["token_basis"] = round(time.perf_counter() - stage_started, 3)
     config = dataclasses.replace(config, token_basis=token_basis)
     with VersionWriter(index_dir, flat_max=flat_index_max, token_basis=token_basis) as writer:
         shards = writer.staging / "shards"
         stage_started = time.perf_counter()
         known_ids = carried.ids if carried else frozenset()
-        rows = engine(changed_files, config, known_ids, shards, progress) if changed_files else []
+        rows = engine.run(changed_files, config, known_ids, shards, progress) if changed_files else []
         stages["chunk_and_embed"] = round(time.perf_counter() - stage_started, 3)
 
         models = [r for r in rows if r["kind"] == "model"]
@@ -670,9 +676,6 @@ def _build(
                 index_dir,
                 config,
                 engine=engine,
-                fit_basis=fit_basis,
-                engine_name=engine_name,
-                master=master,
                 flat_index_max=flat_index_max,
                 progress=progress,
                 before_publish=before_publish,
@@ -736,8 +739,8 @@ def _build(
             "skipped": skipped,
             "sources": [str(Path(s).resolve()) for s in sources],
             "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "spark_master": master,
-            "engine": engine_name,
+            "spark_master": engine.master,
+            "engine": engine.name,
         }
         stage_started = time.perf_counter()
         version = writer.publish(manifest, before_publish)
@@ -754,8 +757,8 @@ def _build(
         reused,
         duplicates,
         tuple(skipped),
-        engine_name,
-        master,
+        engine.name,
+        engine.master,
         round(time.perf_counter() - started, 3),
         stages,
     )

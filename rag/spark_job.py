@@ -42,8 +42,7 @@ import pyarrow.parquet as pq
 from rag.errors import ConfigurationError, IngestError
 from rag.ingest import (
     ROWS_PER_ENCODE,
-    BasisFit,
-    Engine,
+    BuildEngine,
     IngestConfig,
     SourceFile,
     chunk_files,
@@ -190,18 +189,10 @@ def _ship_package(context: Any) -> None:
     context.addPyFile(archive)
 
 
-@dataclass(frozen=True)
-class SparkEngine:
-    """A build's Spark work on one session: `run_ingest`'s `engine` (the job) and its `fit_basis`."""
-
-    run: Engine
-    fit_basis: BasisFit
-
-
 @contextmanager
 def spark_engine(
     master: str, arrow_batch_size: int = Settings.arrow_batch_size, *, verbose: bool = False
-) -> Iterator[SparkEngine]:
+) -> Iterator[BuildEngine]:
     """Spark at `master` for the ingests run in the block (Spark's output shown if `verbose`).
 
     The token basis's fit and the job share one session, so the Python worker that loads the model for
@@ -233,7 +224,7 @@ def spark_engine(
             return _fit_basis_job(session(config).sparkContext, texts, config)
 
     try:
-        yield SparkEngine(run, fit)
+        yield BuildEngine("spark", run, fit, master)
     finally:
         if spark is not None:
             spark.stop()

@@ -31,6 +31,7 @@ from rag.index_store import (
     serving_path,
 )
 from rag.ingest import (
+    LOCAL_ENGINE,
     basis_texts,
     chunk_files,
     chunk_vector,
@@ -324,7 +325,12 @@ def test_a_build_codes_tokens_as_it_embeds_and_stages_no_unprojected_tokens(tmp_
         staged.append({p.name for p in shards.parent.iterdir() if p.is_file()})
         return others
 
-    report = run_ingest([corpus], tmp_path / "index", default_ingest_config(), engine=recording_engine)
+    report = run_ingest(
+        [corpus],
+        tmp_path / "index",
+        default_ingest_config(),
+        engine=dataclasses.replace(LOCAL_ENGINE, run=recording_engine),
+    )
 
     assert [sorted(name for name in names if "token" in name) for names in staged] == [["tokens.i8"]]
     assert report.stage_seconds["token_basis"] > 0
@@ -355,7 +361,9 @@ def test_unchanged_rerun_does_nothing(workspace):
     corpus, index_dir = workspace
     before = _snapshot(index_dir)
     version = current_version(index_dir)
-    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_must_not_run)
+    report = run_ingest(
+        [corpus], index_dir, default_ingest_config(), engine=dataclasses.replace(LOCAL_ENGINE, run=_must_not_run)
+    )
     assert report.unchanged is True
     assert report.version == version and current_version(index_dir) == version
     assert (report.embedded, report.reused, report.documents) == (0, report.chunks, 5)
@@ -369,7 +377,9 @@ def test_an_unchanged_index_of_another_lexical_version_is_written_again_with_its
     manifest = json.loads(path.read_text(encoding="utf-8"))
     manifest["lexical_version"] = LEXICAL_VERSION - 1
     path.write_text(json.dumps(manifest), encoding="utf-8")
-    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_must_not_run)
+    report = run_ingest(
+        [corpus], index_dir, default_ingest_config(), engine=dataclasses.replace(LOCAL_ENGINE, run=_must_not_run)
+    )
     assert report.unchanged is False and (report.embedded, report.reused) == (0, report.chunks)
     assert read_manifest(index_dir)["lexical_version"] == LEXICAL_VERSION
 
@@ -393,7 +403,13 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
         return local_engine(files, config, known_ids, shards, progress)
 
     messages: list[str] = []
-    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=recording_engine, progress=messages.append)
+    report = run_ingest(
+        [corpus],
+        index_dir,
+        default_ingest_config(),
+        engine=dataclasses.replace(LOCAL_ENGINE, run=recording_engine),
+        progress=messages.append,
+    )
     assert seen == [[CHANGED]]  # unchanged files are never read again
     assert any(str(m).startswith(f"embedding: {expected_embedded} new chunks, ") for m in messages)
     counts = [m for m in messages if isinstance(m, Count) and m.stage == "embedding"]
@@ -472,7 +488,7 @@ def _engine_calls(
         raise Seen
 
     with pytest.raises(Seen):
-        run_ingest([corpus], index_dir, config, engine=recording_engine)
+        run_ingest([corpus], index_dir, config, engine=dataclasses.replace(LOCAL_ENGINE, run=recording_engine))
     return seen
 
 
@@ -509,7 +525,9 @@ def test_removed_file_disappears_from_the_new_version(workspace):
     removed_ids = {cid for cid, row in before.items() if row["source_path"] == REMOVED}
     (corpus / REMOVED).unlink()
 
-    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_must_not_run)
+    report = run_ingest(
+        [corpus], index_dir, default_ingest_config(), engine=dataclasses.replace(LOCAL_ENGINE, run=_must_not_run)
+    )
     assert report.unchanged is False and report.embedded == 0
     assert report.documents == 4 and report.chunks == len(before) - len(removed_ids)
     after = _by_id(index_dir)
@@ -551,7 +569,9 @@ def test_an_included_fragment_is_chunked_under_its_place_and_again_when_the_page
         seen.append(sorted(f.source_path for f in files))
         return local_engine(files, config, known_ids, shards, progress)
 
-    run_ingest([corpus], index_dir, default_ingest_config(), engine=recording_engine)
+    run_ingest(
+        [corpus], index_dir, default_ingest_config(), engine=dataclasses.replace(LOCAL_ENGINE, run=recording_engine)
+    )
     assert seen == [["configuration.html", fragment]]  # the fragment's bytes are unchanged, its place is not
     assert fragment_paths() == [("Configuration", "3.1 Server Configs", "log.retention.ms")]
 
@@ -631,7 +651,11 @@ def test_crash_during_publish_leaves_the_old_version_serving(workspace, crash):
 
     with pytest.raises(type(crash)):
         run_ingest(
-            [corpus], index_dir, default_ingest_config(), engine=_must_not_run, before_publish=crash_before_publish
+            [corpus],
+            index_dir,
+            default_ingest_config(),
+            engine=dataclasses.replace(LOCAL_ENGINE, run=_must_not_run),
+            before_publish=crash_before_publish,
         )
     assert len(reached) == 1 and reached[0].parent == index_dir / "versions"  # called with the new folder
     assert current_version(index_dir) == version

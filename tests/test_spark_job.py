@@ -66,10 +66,7 @@ def spark_seeds_index(tmp_path_factory) -> Path:
             [SEEDS],
             index_dir,
             default_ingest_config(),
-            engine=spark.run,
-            fit_basis=spark.fit_basis,
-            engine_name="spark",
-            master="local[2]",
+            engine=spark,
             progress=messages.append,
         )
         (index_dir.parent / "driver-models.json").write_text(json.dumps(list(embedding._CACHE)))
@@ -358,8 +355,7 @@ def test_spark_engine_refuses_to_start_without_java(monkeypatch, tmp_path):
             [SEEDS / CLUSTER_FILES[0]],
             tmp_path / "index",
             default_ingest_config(),
-            engine=spark.run,
-            fit_basis=spark.fit_basis,
+            engine=spark,
         )
     assert current_version(tmp_path / "index") is None
 
