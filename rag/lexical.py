@@ -149,19 +149,25 @@ def parts_only(text: str, compounds: Collection[str]) -> frozenset[str]:
 
 
 MIN_CORRECTED_CHARS = 6  # shorter words have too many neighbours one letter away ("flink" and "link")
+MIN_SWAPPED_CHARS = 5  # a swap of neighbours is read from five letters: "toipc" is "topic", "fecth" "fetch"
 MIN_INFLECTED_STEM = 4  # "-ing" and "-ed" are cut only from words that keep this many letters ("shrink", not "bed")
 
 
 def correction(word: str, frequency: Callable[[str], int]) -> str | None:
-    """The token one dropped letter or one swap of neighbours away from `word`'s token that the corpus uses
-    most (`frequency`: chunks holding a token), for a word it never uses: "partiton" is "partition", "offet"
-    "offset", "defualt" "default". Only letters the user left out or swapped: a letter replaced would read
-    another product's "spring" as "string", and one taken away "refused" as "reused" or `kafkajs` as
-    "kafka". None when no such token is used."""
+    """The spelling one dropped letter or one swap of neighbours away from `word` whose token the corpus uses
+    most (`frequency`: chunks holding a token), for a word it never uses: "partiton" is "partition", "defualt"
+    "default". Only letters the user left out or swapped: a letter replaced would read another product's
+    "spring" as "string", and one taken away "refused" as "reused" or `kafkajs` as "kafka". A word shorter than
+    `MIN_CORRECTED_CHARS` is only read with two letters swapped ("toipc"), as one letter more makes too many
+    words of it ("offet"). None when no such token is used."""
     tokens = tokenize(word)
-    if len(word) < MIN_CORRECTED_CHARS or not word.isalpha() or len(tokens) != 1 or frequency(tokens[0]):
+    if len(word) < MIN_SWAPPED_CHARS or not word.isalpha() or len(tokens) != 1 or frequency(tokens[0]):
         return None
-    used = [(frequency(t), t) for t in sorted(slips(tokens[0]))]
+    # The slips of the word as typed, each read as `tokenize` reads it: "mechanimss" is "mechanisms", whose
+    # token is the corpus's "mechanism", though no slip of the token "mechanimss" is.
+    typed = word.lower()
+    meant = slips(typed) if len(word) >= MIN_CORRECTED_CHARS else _swaps(typed)
+    used = [(frequency(token[0]), slip) for slip in sorted(meant) if (token := tokenize(slip))]
     best = max(used, default=(0, ""))
     return best[1] if best[0] else None
 
@@ -169,9 +175,12 @@ def correction(word: str, frequency: Callable[[str], int]) -> str | None:
 def slips(word: str) -> frozenset[str]:
     """What the user meant, if `word` misses one letter or swaps two neighbours: every spelling one letter
     added or one swap of neighbours away from it."""
-    edits = {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)}
-    edits |= {word[:i] + c + word[i:] for i in range(len(word) + 1) for c in ascii_lowercase}
-    return frozenset(edits - {word})
+    added = {word[:i] + c + word[i:] for i in range(len(word) + 1) for c in ascii_lowercase}
+    return _swaps(word) | frozenset(added - {word})
+
+
+def _swaps(word: str) -> frozenset[str]:
+    return frozenset({word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)} - {word})
 
 
 def _fold(word: str) -> str:

@@ -165,25 +165,38 @@ def test_the_spilling_build_scores_exactly_as_bm25s_own_index(tmp_path, spill_en
         np.testing.assert_allclose(bm25_scores(ours, query), bm25_scores(reference, query), atol=1e-5)
 
 
-CORPUS_FREQUENCY = {"partition": 40, "offset": 30, "default": 50, "increase": 9, "rebalancing": 5, "string": 7}
+CORPUS_FREQUENCY = {
+    "partition": 40,
+    "offset": 30,
+    "default": 50,
+    "increase": 9,
+    "rebalancing": 5,
+    "string": 7,
+    "mechanism": 6,
+    "topic": 60,
+}
 
 
 @pytest.mark.parametrize(
     ("word", "right"),
     [
-        ("partitons", "partition"),  # a letter left out (and the plural folded)
-        ("offets", "offset"),
+        ("partitons", "partitions"),  # a letter left out; the corpus's token is the singular
+        ("offets", "offsets"),
+        ("mechanimss", "mechanisms"),  # two letters swapped, whose token is folded only once they are not
         ("defualt", "default"),  # two letters swapped
         ("incrase", "increase"),
         ("partition", None),  # the corpus uses it
         ("spring", None),  # another product's word: no letter is replaced ("string")
         ("kafkajs", None),  # no letter is taken away
-        ("offet", None),  # too short to tell a typo from another word
+        ("offet", None),  # too short to tell a letter left out from another word
+        ("toipc", "topic"),  # but not to read two letters swapped
+        ("tpoic", "topic"),
+        ("topi", None),  # four letters: too short for either
         ("rebalacing2", None),  # not a word
         ("zzqxflurbo", None),  # nothing near it
     ],
 )
-def test_a_misspelt_word_is_read_as_the_corpus_word_one_left_out_or_swapped_letter_away(word, right):
+def test_a_misspelt_word_is_read_as_the_word_one_left_out_or_swapped_letter_away_the_corpus_uses(word, right):
     assert correction(word, lambda token: CORPUS_FREQUENCY.get(token, 0)) == right
 
 
