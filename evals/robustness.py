@@ -46,6 +46,20 @@ def _title(question: str) -> str:
     return _PLAIN_WORD.sub(lambda m: m.group(0).capitalize(), question)
 
 
+def _unpunctuated(question: str) -> str:
+    """Typed without question marks, as chat messages often are."""
+    return re.sub(r"\?+(?=\s|$)", "", question)
+
+
+# A plain word of the user's prose long enough to be mistyped: six letters or more.
+_LONG_WORD = re.compile(r"(?<![\w.\-/@$`'\"])([a-z])([a-z]+)([a-z]{2})([a-z])(?![\w\-/@$`'\"]|\.\w)")
+
+
+def _mistyped(question: str) -> str:
+    """Two letters swapped in the first long plain word, as a quick typist does ("rebalacning")."""
+    return _LONG_WORD.sub(lambda m: f"{m[1]}{m[2]}{m[3][::-1]}{m[4]}", question, count=1)
+
+
 # Each form: how it rewrites a question, and whether it applies only to questions of one line (a paste keeps
 # its case: a user with caps lock on does not retype a stack trace).
 FORMS: dict[str, tuple[Callable[[str], str], bool]] = {
@@ -54,6 +68,9 @@ FORMS: dict[str, tuple[Callable[[str], str], bool]] = {
     "as a title": (_title, True),
     "after a greeting": (lambda question: f"hi team, {question}", False),
     "above a signature": (lambda question: f"{question}\n\nThanks,\nPriya Raghunathan", False),
+    "without question marks": (_unpunctuated, False),
+    "with a typo": (_mistyped, False),
+    "under a ticket tag": (lambda question: f"[prod] {question}", False),
 }
 
 
