@@ -34,6 +34,19 @@ def test_a_greeting_and_a_signature_wrap_the_question_whole():
     assert greeting(PASTED).endswith(PASTED) and signature(PASTED).startswith(PASTED + "\n\n")
 
 
+def test_a_typo_swaps_two_letters_of_the_first_long_word_of_prose_and_question_marks_go():
+    typo, _ = robustness.FORMS["with a typo"]
+    unpunctuated, _ = robustness.FORMS["without question marks"]
+    tag, _ = robustness.FORMS["under a ticket tag"]
+    assert typo(PASTED) == PASTED.replace("producer", "produecr", 1)
+    assert (
+        typo("see `RecordTooLargeException` in max.request.size") == "see `RecordTooLargeException` in max.request.size"
+    )
+    assert unpunctuated("is it 1048576? or more?") == "is it 1048576 or more"
+    assert unpunctuated("GET /connectors?expand=status") == "GET /connectors?expand=status"
+    assert tag(PASTED) == f"[prod] {PASTED}"
+
+
 @pytest.mark.slow
 def test_every_form_asks_the_tuning_parts_single_turn_questions_and_no_test_part_one(
     seeds_index, monkeypatch, tmp_path
