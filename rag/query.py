@@ -1078,6 +1078,16 @@ def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
     return points_back or continues or not any(len(t) > 3 for t in tokenize(question))
 
 
+def points_back_to_nothing(question: str, history: Sequence[Mapping[str, str]], max_terms: int) -> bool:
+    """Whether a question points back ("how do I fix it?", "what does this mean?", "which of them?") with no
+    subject of its own (`names_its_subject`) and no earlier turn of the user's to point to: nothing says what it
+    is about, and any passage found for its few words would be a guess."""
+    if any(turn.get("role") == "user" for turn in history):
+        return False
+    text = decased(without_salutations(_printable(question)))
+    return bool(_POINTING_WORD.search(text)) and not names_its_subject(text, max_terms)
+
+
 def switches_subject(question: str, history: Sequence[Mapping[str, str]]) -> bool:
     """Whether a question asked in a conversation asks what a thing is (`defined_thing`) that no earlier turn
     mentions: "what's a ktable?" after listing ACLs is a new subject, however well the ACL passages score when

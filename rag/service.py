@@ -41,7 +41,7 @@ from rag.index_store import (
     summarize,
 )
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
-from rag.query import Query, names_its_subject, parse_query, switches_subject
+from rag.query import Query, names_its_subject, parse_query, points_back_to_nothing, switches_subject
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, MAX_QUESTION_CHARS, MAX_TOP_K, Settings
@@ -60,6 +60,10 @@ TRIMMED_NOTE = "Your input was long or looked like a log, so it was reduced to i
 TASK_NOTE = (
     "This asks for something to be written, generated, translated or summarised; the assistant answers "
     "questions from its knowledge base, so it lists the closest passages instead."
+)
+UNREFERENCED_NOTE = (
+    'The question points back ("it", "this") but nothing came before it: say what it is about, or paste the '
+    "error or command output, and ask again."
 )
 READ_AS_NOTE = (
     "Read `{wrong}` as `{right}`: the knowledge base names no `{wrong}`; check its spelling where you set it."
@@ -276,9 +280,12 @@ class Assistant:
         notes = list(prepared.notes)
         used = "extractive"
         task = prepared.query.intent == "task"
+        unreferenced = points_back_to_nothing(question, history, self.settings.followup_max_terms)
         if task:
             notes.append(TASK_NOTE)
-        declined = task or should_abstain(prepared.ranked, self._abstention)
+        elif unreferenced:
+            notes.append(UNREFERENCED_NOTE)
+        declined = task or unreferenced or should_abstain(prepared.ranked, self._abstention)
         # the extractive answer holds a unit for each thing the question asks: searched only when it answers
         asks = () if declined or answerer == "llm" else self._search_asks(prepared, timings)
         stage = time.perf_counter()

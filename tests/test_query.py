@@ -23,6 +23,7 @@ from rag.query import (
     names_its_subject,
     opening_label,
     parse_query,
+    points_back_to_nothing,
     prose_capitalisation,
     question_asks,
     reduce_to_signal,
@@ -1395,3 +1396,21 @@ def test_switches_subject(question, switches):
     ]
     assert switches_subject(question, history) is switches
     assert not switches_subject(question, [])
+
+
+@pytest.mark.parametrize(
+    ("question", "nothing"),
+    [
+        ("how do I fix this?", True),
+        ("what does it mean", True),
+        ("Hi, which of them is it?", True),
+        ("is there exactly-once support?", False),  # "there is" points at nothing
+        ("consumer group", False),  # says what it is about, though in few words
+        ("is it safe to delete __consumer_offsets?", False),  # names an identifier
+        ("how do I fix it? org.apache.kafka.common.errors.TimeoutException: Expiring 10 record(s)", False),
+    ],
+)
+def test_a_question_that_points_back_with_no_subject_points_to_nothing_without_a_conversation(question, nothing):
+    assert points_back_to_nothing(question, [], max_terms=2) is nothing
+    asked = [{"role": "user", "content": "my consumer gets CommitFailedException"}]
+    assert not points_back_to_nothing(question, asked, max_terms=2)

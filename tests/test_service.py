@@ -14,7 +14,7 @@ import pytest
 from rag import Answer, Assistant, QuestionError, SearchResult
 from rag.answering import NOT_COVERED
 from rag.errors import IndexMismatchError, IndexNotFoundError, RetrievalError
-from rag.service import READ_AS_NOTE, TASK_NOTE, TRIMMED_NOTE
+from rag.service import READ_AS_NOTE, TASK_NOTE, TRIMMED_NOTE, UNREFERENCED_NOTE
 from rag.settings import BASE_MODEL, DEFAULT_MODEL, Settings
 
 pytestmark = pytest.mark.slow
@@ -261,6 +261,17 @@ def test_a_definition_of_a_thing_the_conversation_never_named_is_only_searched_a
     assert ("leaning" not in answer.timings_ms) is switches, answer.timings_ms
     if switches:
         assert answer.query == question
+
+
+def test_a_question_that_points_back_to_nothing_is_declined_with_a_note_saying_what_to_add(assistant):
+    answer = assistant.ask("how do I fix it?")
+    assert answer.abstained and UNREFERENCED_NOTE in answer.notes, answer.text
+    history = [
+        {"role": "user", "content": "my streams app gets ProducerFencedException when transaction.timeout.ms is hit"},
+        {"role": "assistant", "content": "The transaction timed out and the producer was fenced [1]."},
+    ]
+    followup = assistant.ask("how do I fix it?", history)
+    assert UNREFERENCED_NOTE not in followup.notes and not followup.abstained, followup.text
 
 
 def test_without_history_the_follow_up_is_searched_as_typed(assistant):
