@@ -300,7 +300,7 @@ def parse_query(
     """The query value for `question`: the one place a question is reduced, rewritten and classified.
     `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here.
     With `leaning`, a question asked in a conversation is read as a follow-up whatever its words."""
-    text = decased(without_salutations(_printable(question)))
+    text = users_words(question)
     places: dict[str, str] = {}
     error_places: dict[str, str] = {}
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
@@ -786,6 +786,35 @@ SIGNATURE_LINES = 3  # lines after a closing salutation, at most,
 SIGNATURE_WORDS = 6  # of this many words at most, with no question, code or identifier: a name, a role, a team
 
 
+def users_words(question: str) -> str:
+    """What the user typed as the parse reads it: printable, without a reply's quote marks, a letter's greeting and
+    sign-off, in the case of its prose (`decased`)."""
+    return decased(without_salutations(without_quote_marks(_printable(question))))
+
+
+# A reply's quote marks (e-mail, Markdown, Slack): one or more ">" opening a line, each followed by a space or
+# the line's end; not a shell prompt's single ">" before a command, which stays one after the marks go.
+_QUOTE_MARKS = re.compile(r"^[ \t]*>(?:[ \t]?>)*(?:[ \t]|$)", re.M)
+
+
+def without_quote_marks(text: str) -> str:
+    """`text` with the quote marks that open its lines outside code blocks taken away: a colleague's question
+    forwarded as "> why does my consumer keep rebalancing?" read as a command line (a prompt's ">"), and its words
+    as no question at all. A quoted command ("> bin/kafka-topics.sh --list") is still one without them."""
+    if ">" not in text:
+        return text
+    lines = text.split("\n")
+    fence: bool | None = None  # inside a code block: whether its opening line was quoted
+    for number, line in enumerate(lines):
+        bare = _QUOTE_MARKS.sub("", line, count=1)
+        quoted = bare != line
+        if fence is None or fence:  # outside a code block, or in one the reply quotes whole
+            lines[number] = bare
+        if bare.lstrip().startswith("```") and (fence is None or quoted == fence):
+            fence = quoted if fence is None else None
+    return "\n".join(lines)
+
+
 def without_salutations(text: str) -> str:
     """`text` without a greeting on its first line and a sign-off at its end, each set apart as a letter's are:
     the greeting by a blank line after it, the sign-off (a salutation line, then at most `SIGNATURE_LINES` short
@@ -1084,7 +1113,7 @@ def points_back_to_nothing(question: str, history: Sequence[Mapping[str, str]], 
     is about, and any passage found for its few words would be a guess."""
     if any(turn.get("role") == "user" for turn in history):
         return False
-    text = decased(without_salutations(_printable(question)))
+    text = users_words(question)
     return bool(_POINTING_WORD.search(text)) and not names_its_subject(text, max_terms)
 
 
@@ -1092,7 +1121,7 @@ def switches_subject(question: str, history: Sequence[Mapping[str, str]]) -> boo
     """Whether a question asked in a conversation asks what a thing is (`defined_thing`) that no earlier turn
     mentions: "what's a ktable?" after listing ACLs is a new subject, however well the ACL passages score when
     searched with the conversation's."""
-    text = decased(without_salutations(_printable(question)))
+    text = users_words(question)
     if not history or not _asks_what_a_thing_is(text):
         return False
     said = {t for turn in history for t in tokenize(turn.get("content", ""))}

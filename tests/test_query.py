@@ -29,6 +29,7 @@ from rag.query import (
     reduce_to_signal,
     rewrite_followup,
     switches_subject,
+    without_quote_marks,
     without_salutations,
 )
 
@@ -1414,3 +1415,40 @@ def test_a_question_that_points_back_with_no_subject_points_to_nothing_without_a
     assert points_back_to_nothing(question, [], max_terms=2) is nothing
     asked = [{"role": "user", "content": "my consumer gets CommitFailedException"}]
     assert not points_back_to_nothing(question, asked, max_terms=2)
+
+
+def test_a_reply_s_quote_marks_are_taken_away_outside_code_blocks_the_reply_did_not_quote():
+    forwarded = (
+        "can someone help Dana with this?\n"
+        "> why does my consumer keep rebalancing?\n"
+        ">> it happens every 5 minutes\n"
+        ">\n"
+        "> ```\n"
+        "> $ bin/kafka-consumer-groups.sh --describe --group billing\n"
+        "> ```\n"
+        "```\n"
+        "> a shell's continuation prompt\n"
+        "```"
+    )
+    assert without_quote_marks(forwarded) == (
+        "can someone help Dana with this?\n"
+        "why does my consumer keep rebalancing?\n"
+        "it happens every 5 minutes\n"
+        "\n"
+        "```\n"
+        "$ bin/kafka-consumer-groups.sh --describe --group billing\n"
+        "```\n"
+        "```\n"
+        "> a shell's continuation prompt\n"
+        "```"
+    )
+    assert without_quote_marks("a -> b and x > 3") == "a -> b and x > 3"
+
+
+def test_a_quoted_question_is_read_as_the_question_and_a_quoted_command_as_a_command():
+    quoted = parse_query("> why does my consumer keep rebalancing?\n> it happens every 5 minutes")
+    plain = parse_query("why does my consumer keep rebalancing?\nit happens every 5 minutes")
+    assert (quoted.text, quoted.asking_words, quoted.intent) == (plain.text, plain.asking_words, plain.intent)
+    assert "rebalancing" in quoted.asking_words
+    command = parse_query("> bin/kafka-topics.sh --bootstrap-server kafka-1:9092 --list\nwhy is it empty?")
+    assert {i.place for i in command.identifiers if i.name == "kafka-topics"} == {"command"}
