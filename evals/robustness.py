@@ -1,18 +1,19 @@
 """How answers hold when the golden questions are typed another way: in capitals, as a title, after a
-greeting, above a signature.
+greeting, above a signature, without question marks, with a typo, under a ticket tag, quoted in a reply.
 
     python -m evals.robustness --set evals/golden.jsonl seeds <seeds index> \\
         --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs <docs index> \\
         [--half-indexes SEEDS_H0 SEEDS_H1 DOCS_H0 DOCS_H1] [--part tune|test]
 
 The golden questions are written as users write them, but each user writes one way: in lower case, with a
-greeting ("hi team, …"), with caps lock on, as a ticket's title, above a signature. The words and what they
-ask are the same, so the answer should be. Each single-turn question of the part (tuning by default) is asked
-as written and in each `FORMS` rewrite, and scored as `kafka-rag eval` scores it; the report gives, per
-golden file and form, answerable accuracy, key-fact recall, abstention recall and over-abstention, and the
-share of questions answered as when written (the same decision and the same first cited source). With
-`--half-indexes` each question is asked of the index whose embedding adapter did not see it
-(`evals/held_out_tuning.py`). Test-part ids are read only with `--part test`. Writes
+greeting ("hi team, …"), with caps lock on, as a ticket's title, above a signature, without question marks,
+with a typist's swapped letters, under a ticket's tag ("[prod] …"), or forwarded from a colleague with a
+reply's quote marks. The words and what they ask are the same, so the answer should be. Each single-turn
+question of the part (tuning by default) is asked as written and in each `FORMS` rewrite, and scored as
+`kafka-rag eval` scores it; the report gives, per golden file and form, answerable accuracy, key-fact recall,
+abstention recall and over-abstention, and the share of questions answered as when written (the same decision
+and the same first cited source). With `--half-indexes` each question is asked of the index whose embedding
+adapter did not see it (`evals/held_out_tuning.py`). Test-part ids are read only with `--part test`. Writes
 `evals/reports/robustness.md`.
 """
 
@@ -71,6 +72,7 @@ FORMS: dict[str, tuple[Callable[[str], str], bool]] = {
     "without question marks": (_unpunctuated, False),
     "with a typo": (_mistyped, False),
     "under a ticket tag": (lambda question: f"[prod] {question}", False),
+    "quoted in a reply": (lambda question: "\n".join(f"> {line}" for line in question.split("\n")), False),
 }
 
 

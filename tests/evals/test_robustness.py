@@ -34,7 +34,7 @@ def test_a_greeting_and_a_signature_wrap_the_question_whole():
     assert greeting(PASTED).endswith(PASTED) and signature(PASTED).startswith(PASTED + "\n\n")
 
 
-def test_a_typo_swaps_two_letters_of_the_first_long_word_of_prose_and_question_marks_go():
+def test_a_typo_swaps_two_letters_of_the_first_long_word_and_the_other_forms_wrap_or_strip_the_question():
     typo, _ = robustness.FORMS["with a typo"]
     unpunctuated, _ = robustness.FORMS["without question marks"]
     tag, _ = robustness.FORMS["under a ticket tag"]
@@ -45,6 +45,8 @@ def test_a_typo_swaps_two_letters_of_the_first_long_word_of_prose_and_question_m
     assert unpunctuated("is it 1048576? or more?") == "is it 1048576 or more"
     assert unpunctuated("GET /connectors?expand=status") == "GET /connectors?expand=status"
     assert tag(PASTED) == f"[prod] {PASTED}"
+    quoted, _ = robustness.FORMS["quoted in a reply"]
+    assert quoted("why?\n```\n$ ls\n```") == "> why?\n> ```\n> $ ls\n> ```"
 
 
 @pytest.mark.slow
