@@ -1086,9 +1086,13 @@ def reduce_to_signal(text: str, max_chars: int) -> ReducedQuery:
     return ReducedQuery(" ".join(kept)[:limit].strip(), trimmed=True)
 
 
+_STRAIGHT_QUOTES = str.maketrans("\u2018\u2019\u201c\u201d", "''\"\"")
+
+
 def _printable(text: str) -> str:
-    """Binary junk and control characters become spaces; any script's letters stay."""
-    return "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in text)
+    """Binary junk and control characters become spaces; any script's letters stay. Curly quotes, as phones and
+    word processors type them ("what’s", “Leader not available”), are straight ones: the parse reads those."""
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in text).translate(_STRAIGHT_QUOTES)
 
 
 def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:

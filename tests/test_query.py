@@ -1452,3 +1452,14 @@ def test_a_quoted_question_is_read_as_the_question_and_a_quoted_command_as_a_com
     assert "rebalancing" in quoted.asking_words
     command = parse_query("> bin/kafka-topics.sh --bootstrap-server kafka-1:9092 --list\nwhy is it empty?")
     assert {i.place for i in command.identifiers if i.name == "kafka-topics"} == {"command"}
+
+
+def test_curly_quotes_are_read_as_straight_ones():
+    curly = parse_query("what\u2019s the \u201cLeader not available\u201d error my producer logs?")
+    straight = parse_query('what\'s the "Leader not available" error my producer logs?')
+    assert (curly.text, curly.messages, curly.error_phrases) == (
+        straight.text,
+        straight.messages,
+        straight.error_phrases,
+    )
+    assert straight.error_phrases
