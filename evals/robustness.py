@@ -61,6 +61,17 @@ def _mistyped(question: str) -> str:
     return _LONG_WORD.sub(lambda m: f"{m[1]}{m[2]}{m[3][::-1]}{m[4]}", question, count=1)
 
 
+def _typographic(question: str) -> str:
+    """Typed on a phone or pasted from a word processor: curly apostrophes and quotation marks, outside code."""
+
+    def curl(text: str) -> str:
+        text = re.sub(r"(?<=\w)'(?=\w)", "\u2019", text)
+        return re.sub(r'"([^"\n]*)"', "\u201c\\1\u201d", text)
+
+    parts = re.split(r"(```.*?```|`[^`\n]*`)", question, flags=re.S)
+    return "".join(part if n % 2 else curl(part) for n, part in enumerate(parts))
+
+
 # Each form: how it rewrites a question, and whether it applies only to questions of one line (a paste keeps
 # its case: a user with caps lock on does not retype a stack trace).
 FORMS: dict[str, tuple[Callable[[str], str], bool]] = {
@@ -72,6 +83,7 @@ FORMS: dict[str, tuple[Callable[[str], str], bool]] = {
     "without question marks": (_unpunctuated, False),
     "with a typo": (_mistyped, False),
     "under a ticket tag": (lambda question: f"[prod] {question}", False),
+    "with typographic quotes": (_typographic, False),
     "quoted in a reply": (lambda question: "\n".join(f"> {line}" for line in question.split("\n")), False),
 }
 

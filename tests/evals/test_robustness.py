@@ -45,6 +45,8 @@ def test_a_typo_swaps_two_letters_of_the_first_long_word_and_the_other_forms_wra
     assert unpunctuated("is it 1048576? or more?") == "is it 1048576 or more"
     assert unpunctuated("GET /connectors?expand=status") == "GET /connectors?expand=status"
     assert tag(PASTED) == f"[prod] {PASTED}"
+    typographic, _ = robustness.FORMS["with typographic quotes"]
+    assert typographic("it's \"x\" in `it's`") == "it\u2019s \u201cx\u201d in `it's`"
     quoted, _ = robustness.FORMS["quoted in a reply"]
     assert quoted("why?\n```\n$ ls\n```") == "> why?\n> ```\n> $ ls\n> ```"
 
