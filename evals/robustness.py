@@ -137,8 +137,9 @@ def _report(path: Path, rows: Sequence[tuple], part: str, held_out: bool) -> Non
         "# The same questions typed another way",
         "",
         f"The single-turn questions of each golden file's {part} part, asked as written and rewritten "
-        "(`evals/robustness.py`: in capitals and as a title, the questions of one line; after a greeting and "
-        "above a signature, all)"
+        f"(`evals/robustness.py`: {', '.join(name for name, (_, one_line) in FORMS.items() if one_line)}, the "
+        f"questions of one line; {', '.join(name for name, (_, one_line) in list(FORMS.items())[1:] if not one_line)}"
+        ", all)"
         + (", each of the index whose embedding adapter did not see it" if held_out else ", of the served index")
         + ". *Answered as written*: the same decision and the same first cited source as the question as written.",
         "",
