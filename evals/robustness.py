@@ -1,5 +1,6 @@
 """How answers hold when the golden questions are typed another way: in capitals, as a title, after a
-greeting, above a signature, without question marks, with a typo, under a ticket tag, quoted in a reply.
+greeting, above a signature, without question marks, with a typo, under a ticket tag, with typographic quotes,
+quoted in a reply.
 
     python -m evals.robustness --set evals/golden.jsonl seeds <seeds index> \\
         --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs <docs index> \\
@@ -7,14 +8,14 @@ greeting, above a signature, without question marks, with a typo, under a ticket
 
 The golden questions are written as users write them, but each user writes one way: in lower case, with a
 greeting ("hi team, …"), with caps lock on, as a ticket's title, above a signature, without question marks,
-with a typist's swapped letters, under a ticket's tag ("[prod] …"), or forwarded from a colleague with a
-reply's quote marks. The words and what they ask are the same, so the answer should be. Each single-turn
-question of the part (tuning by default) is asked as written and in each `FORMS` rewrite, and scored as
-`kafka-rag eval` scores it; the report gives, per golden file and form, answerable accuracy, key-fact recall,
-abstention recall and over-abstention, and the share of questions answered as when written (the same decision
-and the same first cited source). With `--half-indexes` each question is asked of the index whose embedding
-adapter did not see it (`evals/held_out_tuning.py`). Test-part ids are read only with `--part test`. Writes
-`evals/reports/robustness.md`.
+with a typist's swapped letters, under a ticket's tag ("[prod] …"), with a phone's curly quotes, or forwarded
+from a colleague with a reply's quote marks. The words and what they ask are the same, so the answer should be.
+Each single-turn question of the part (tuning by default) is asked as written and in each `FORMS` rewrite, and
+scored as `kafka-rag eval` scores it; the report gives, per golden file and form, answerable accuracy, key-fact
+recall, abstention recall and over-abstention, and the share of questions answered as when written (the same
+decision and the same first cited source). With `--half-indexes` each question is asked of the index whose
+embedding adapter did not see it (`evals/held_out_tuning.py`). Test-part ids are read only with `--part test`.
+Writes `evals/reports/robustness.md`.
 """
 
 from __future__ import annotations
@@ -52,12 +53,12 @@ def _unpunctuated(question: str) -> str:
     return re.sub(r"\?+(?=\s|$)", "", question)
 
 
-# A plain word of the user's prose long enough to be mistyped: six letters or more.
+# A plain word of the user's prose long enough to be mistyped: five letters or more.
 _LONG_WORD = re.compile(r"(?<![\w.\-/@$`'\"])([a-z])([a-z]+)([a-z]{2})([a-z])(?![\w\-/@$`'\"]|\.\w)")
 
 
 def _mistyped(question: str) -> str:
-    """Two letters swapped in the first long plain word, as a quick typist does ("rebalacning")."""
+    """Two letters swapped in the first long plain word, as a quick typist does ("rebalancnig")."""
     return _LONG_WORD.sub(lambda m: f"{m[1]}{m[2]}{m[3][::-1]}{m[4]}", question, count=1)
 
 
