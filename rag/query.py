@@ -234,6 +234,9 @@ class Query:
     read_as: tuple[tuple[str, str], ...] = ()
     # Asked in a conversation and searched with its subject (`is_followup`, or `parse_query`'s `leaning`).
     followup: bool = False
+    # Asked in a conversation, it asks what a thing is that no earlier turn named (`switches_subject`): a new
+    # subject, searched alone however well the conversation's passages score.
+    new_subject: bool = False
     # The tokens of the user's asking sentences that nothing they pasted holds (`_asking_words`): what they ask
     # about in their own words. Empty for a follow-up and for a bare paste.
     asking_words: tuple[str, ...] = ()
@@ -427,6 +430,7 @@ def parse_query(
         followup=followup,
         asking_words=() if followup else _asking_words(text),
         pasted_fields=pasted_fields(text),
+        new_subject=switches_subject(text, history),
     )
 
 
@@ -1121,11 +1125,10 @@ def points_back_to_nothing(question: str, history: Sequence[Mapping[str, str]], 
     return bool(_POINTING_WORD.search(text)) and not names_its_subject(text, max_terms)
 
 
-def switches_subject(question: str, history: Sequence[Mapping[str, str]]) -> bool:
-    """Whether a question asked in a conversation asks what a thing is (`defined_thing`) that no earlier turn
-    mentions: "what's a ktable?" after listing ACLs is a new subject, however well the ACL passages score when
-    searched with the conversation's."""
-    text = users_words(question)
+def switches_subject(text: str, history: Sequence[Mapping[str, str]]) -> bool:
+    """Whether a question asked in a conversation (`text`, as `users_words` reads it) asks what a thing is
+    (`defined_thing`) that no earlier turn mentions: "what's a ktable?" after listing ACLs is a new subject,
+    however well the ACL passages score when searched with the conversation's."""
     if not history or not _asks_what_a_thing_is(text):
         return False
     said = {t for turn in history for t in tokenize(turn.get("content", ""))}

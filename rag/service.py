@@ -41,7 +41,7 @@ from rag.index_store import (
     summarize,
 )
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
-from rag.query import Query, names_its_subject, parse_query, points_back_to_nothing, switches_subject
+from rag.query import Query, names_its_subject, parse_query, points_back_to_nothing
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, MAX_QUESTION_CHARS, MAX_TOP_K, Settings
@@ -368,8 +368,8 @@ class Assistant:
         # (`_leans_on_history`), or when searched with the conversation's subject its best passage scores more than
         # `followup_lean_margin` above its best passage searched alone ("which gauge tells us per node whether the
         # node is currently leading?" after a KRaft quorum's outage). One that asks what a thing no turn named is
-        # (`switches_subject`: "what's a ktable?" after listing ACLs) starts a new subject and is searched alone.
-        may_lean = bool(history) and not use_llm and not query.followup and not switches_subject(question, history)
+        # (`Query.new_subject`: "what's a ktable?" after listing ACLs) starts a new subject and is searched alone.
+        may_lean = bool(history) and not use_llm and not query.followup and not query.new_subject
         leans = may_lean and self._leans_on_history(question, ranked)
         if leans or (may_lean and math.isfinite(self.settings.followup_lean_margin)):
             started = time.perf_counter()
