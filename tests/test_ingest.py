@@ -74,6 +74,11 @@ def _must_not_run(files, config, known_ids, shards, progress):
     raise AssertionError(f"the engine was asked to process {[f.source_path for f in files]}")
 
 
+def _local_engine_running(run):
+    """The local build engine with `run` in place of its job (its token-basis fit kept)."""
+    return dataclasses.replace(LOCAL_ENGINE, run=run)
+
+
 def _table(index_dir: Path):
     return read_chunk_table(index_dir)
 
@@ -329,7 +334,7 @@ def test_a_build_codes_tokens_as_it_embeds_and_stages_no_unprojected_tokens(tmp_
         [corpus],
         tmp_path / "index",
         default_ingest_config(),
-        engine=dataclasses.replace(LOCAL_ENGINE, run=recording_engine),
+        engine=_local_engine_running(recording_engine),
     )
 
     assert [sorted(name for name in names if "token" in name) for names in staged] == [["tokens.i8"]]
@@ -361,9 +366,7 @@ def test_unchanged_rerun_does_nothing(workspace):
     corpus, index_dir = workspace
     before = _snapshot(index_dir)
     version = current_version(index_dir)
-    report = run_ingest(
-        [corpus], index_dir, default_ingest_config(), engine=dataclasses.replace(LOCAL_ENGINE, run=_must_not_run)
-    )
+    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_local_engine_running(_must_not_run))
     assert report.unchanged is True
     assert report.version == version and current_version(index_dir) == version
     assert (report.embedded, report.reused, report.documents) == (0, report.chunks, 5)
@@ -377,9 +380,7 @@ def test_an_unchanged_index_of_another_lexical_version_is_written_again_with_its
     manifest = json.loads(path.read_text(encoding="utf-8"))
     manifest["lexical_version"] = LEXICAL_VERSION - 1
     path.write_text(json.dumps(manifest), encoding="utf-8")
-    report = run_ingest(
-        [corpus], index_dir, default_ingest_config(), engine=dataclasses.replace(LOCAL_ENGINE, run=_must_not_run)
-    )
+    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_local_engine_running(_must_not_run))
     assert report.unchanged is False and (report.embedded, report.reused) == (0, report.chunks)
     assert read_manifest(index_dir)["lexical_version"] == LEXICAL_VERSION
 
@@ -407,7 +408,7 @@ def test_one_changed_file_re_embeds_only_its_new_chunks(workspace):
         [corpus],
         index_dir,
         default_ingest_config(),
-        engine=dataclasses.replace(LOCAL_ENGINE, run=recording_engine),
+        engine=_local_engine_running(recording_engine),
         progress=messages.append,
     )
     assert seen == [[CHANGED]]  # unchanged files are never read again
@@ -488,7 +489,7 @@ def _engine_calls(
         raise Seen
 
     with pytest.raises(Seen):
-        run_ingest([corpus], index_dir, config, engine=dataclasses.replace(LOCAL_ENGINE, run=recording_engine))
+        run_ingest([corpus], index_dir, config, engine=_local_engine_running(recording_engine))
     return seen
 
 
@@ -525,9 +526,7 @@ def test_removed_file_disappears_from_the_new_version(workspace):
     removed_ids = {cid for cid, row in before.items() if row["source_path"] == REMOVED}
     (corpus / REMOVED).unlink()
 
-    report = run_ingest(
-        [corpus], index_dir, default_ingest_config(), engine=dataclasses.replace(LOCAL_ENGINE, run=_must_not_run)
-    )
+    report = run_ingest([corpus], index_dir, default_ingest_config(), engine=_local_engine_running(_must_not_run))
     assert report.unchanged is False and report.embedded == 0
     assert report.documents == 4 and report.chunks == len(before) - len(removed_ids)
     after = _by_id(index_dir)
@@ -569,9 +568,7 @@ def test_an_included_fragment_is_chunked_under_its_place_and_again_when_the_page
         seen.append(sorted(f.source_path for f in files))
         return local_engine(files, config, known_ids, shards, progress)
 
-    run_ingest(
-        [corpus], index_dir, default_ingest_config(), engine=dataclasses.replace(LOCAL_ENGINE, run=recording_engine)
-    )
+    run_ingest([corpus], index_dir, default_ingest_config(), engine=_local_engine_running(recording_engine))
     assert seen == [["configuration.html", fragment]]  # the fragment's bytes are unchanged, its place is not
     assert fragment_paths() == [("Configuration", "3.1 Server Configs", "log.retention.ms")]
 
@@ -654,7 +651,7 @@ def test_crash_during_publish_leaves_the_old_version_serving(workspace, crash):
             [corpus],
             index_dir,
             default_ingest_config(),
-            engine=dataclasses.replace(LOCAL_ENGINE, run=_must_not_run),
+            engine=_local_engine_running(_must_not_run),
             before_publish=crash_before_publish,
         )
     assert len(reached) == 1 and reached[0].parent == index_dir / "versions"  # called with the new folder
