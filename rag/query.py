@@ -1115,6 +1115,17 @@ def is_followup(question: str, history: Sequence[Mapping[str, str]]) -> bool:
     return points_back or continues or not any(len(t) > 3 for t in tokenize(question))
 
 
+def continues_with_own_subject(question: str, history: Sequence[Mapping[str, str]], max_terms: int) -> bool:
+    """Whether a follow-up (`is_followup`) only goes on from the conversation, by how it opens or ends ("and how
+    do I make each poll return fewer records?", "… instead?"), with no word pointing back and a subject of its
+    own (`names_its_subject`): what it asks may be another subject, so it is worth searching alone too."""
+    return (
+        is_followup(question, history)
+        and _ANAPHORA.search(question) is None
+        and names_its_subject(users_words(question), max_terms)
+    )
+
+
 def points_back_to_nothing(question: str, history: Sequence[Mapping[str, str]], max_terms: int) -> bool:
     """Whether a question points back ("how do I fix it?", "what does this mean?", "which of them?") with no
     subject of its own (`names_its_subject`) and no earlier turn of the user's to point to: nothing says what it

@@ -41,7 +41,7 @@ from rag.index_store import (
     summarize,
 )
 from rag.passages import Answer, IndexStatus, Passage, SearchResult
-from rag.query import Query, names_its_subject, parse_query, points_back_to_nothing
+from rag.query import Query, continues_with_own_subject, names_its_subject, parse_query, points_back_to_nothing
 from rag.ranking import RANK_FEATURES, LinearModel, Ranked, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever, elapsed_ms
 from rag.settings import ANSWERERS, MAX_QUESTION_CHARS, MAX_TOP_K, Settings
@@ -380,6 +380,21 @@ class Assistant:
             ) and not should_abstain(ranked_leaning, self._abstention):
                 query, ranked = leaning, ranked_leaning
             timings["leaning"] = elapsed_ms(started)
+        # One that goes on from the conversation with a subject of its own ("and how do I make each poll return
+        # fewer records?" after transactions) is searched alone too, and kept alone on the same margin.
+        elif (
+            query.followup
+            and not use_llm
+            and continues_with_own_subject(question, history, self.settings.followup_max_terms)
+        ):
+            started = time.perf_counter()
+            alone = parse_query(question, (), self.settings.max_question_chars)
+            ranked_alone = self._retrieve_and_rank(retriever, alone, k, mode, {})
+            if _scores_above(ranked_alone, ranked, self.settings.followup_lean_margin) and not should_abstain(
+                ranked_alone, self._abstention
+            ):
+                query, ranked = alone, ranked_alone
+            timings["alone"] = elapsed_ms(started)
         notes += [READ_AS_NOTE.format(wrong=wrong, right=right) for wrong, right in ranked.pool.query.read_as]
         return _Prepared(query, tuple(notes), ranked, timings, retriever, k * RETRIEVAL_DEPTH_PER_PASSAGE)
 

@@ -818,3 +818,13 @@ def test_a_question_on_a_new_subject_in_a_conversation_is_searched_alone(docs):
     answer = docs.ask("why are quotas needed?", history)
     assert answer.query == "why are quotas needed?", shown(answer)
     assert "quota" in answer.text.lower(), shown(answer)
+
+
+def test_a_follow_up_that_goes_on_with_a_subject_of_its_own_is_answered_on_that_subject(docs):
+    """ "and how do I make each poll return fewer records?" opens as a follow-up but points at nothing: searched
+    with the conversation's transactions it led with a Connect transaction example. Searched alone its best
+    passage scores far higher, so that search answers it."""
+    history = _conversation(docs, "what is transaction.timeout.ms?")
+    answer = docs.ask("and how do I make each poll return fewer records?", history)
+    assert "transaction" not in answer.query, shown(answer)
+    assert answer.text.startswith("`max.poll.records`"), shown(answer)

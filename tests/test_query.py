@@ -16,6 +16,7 @@ from rag.query import (
     CAPITALISED_THROUGHOUT,
     MAX_SIGNAL_CHARS,
     asked_identifiers,
+    continues_with_own_subject,
     decased,
     is_followup,
     line_place,
@@ -1415,6 +1416,22 @@ def test_a_question_that_points_back_with_no_subject_points_to_nothing_without_a
     assert points_back_to_nothing(question, [], max_terms=2) is nothing
     asked = [{"role": "user", "content": "my consumer gets CommitFailedException"}]
     assert not points_back_to_nothing(question, asked, max_terms=2)
+
+
+@pytest.mark.parametrize(
+    ("question", "own_subject"),
+    [
+        ("and how do I make each poll return fewer records?", True),
+        ("what if I only want to reprocess the last 24 hours instead?", True),  # goes on, points at nothing
+        ("and what's its default?", False),  # points back
+        ("and for consumers?", False),  # too few words to say what it is about
+        ("how do I make each poll return fewer records?", False),  # no follow-up at all
+    ],
+)
+def test_a_follow_up_that_only_goes_on_from_the_conversation_may_have_a_subject_of_its_own(question, own_subject):
+    asked = [{"role": "user", "content": "what is transaction.timeout.ms?"}]
+    assert continues_with_own_subject(question, asked, max_terms=2) is own_subject
+    assert not continues_with_own_subject(question, [], max_terms=2)
 
 
 def test_a_reply_s_quote_marks_are_taken_away_outside_code_blocks_the_reply_did_not_quote():
