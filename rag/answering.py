@@ -1248,7 +1248,9 @@ def _score_units(
         return []
     total = sum(weights.values()) or 1.0
     focus, context = query.focus_identifiers, query.context_identifiers
-    pasted_error = any(i.place == "error" for i in query.identifiers)
+    about_an_exception = any(i.place == "error" for i in query.identifiers) or any(
+        name.endswith("exception") for name in focus
+    )
     asked = frozenset(query.tokens)
     scored = []
     # The items of a list an earlier chunk introduced, when the chunk begins inside one, show its lead-in.
@@ -1272,10 +1274,10 @@ def _score_units(
         echo = (bool(context & identifiers) and not named) or (
             unit.kind == "code" and _repeats(terms, asked, shape.echo_share)
         )
-        # A unit that names an exception the pasted error is not (a log of another failure, code that
-        # handles another exception) looks like the paste, and is about something else.
+        # A unit that names an exception the question is not about, pasted or named in its words (a log of
+        # another failure, code that handles another exception), looks like the paste, and is about something else.
         exceptions = {i for i in identifiers if i.endswith("exception")}
-        echo = echo or (pasted_error and bool(exceptions) and not (exceptions & focus) and not named)
+        echo = echo or (about_an_exception and bool(exceptions) and not (exceptions & focus) and not named)
         bucket = _bucket(unit)
         asked_to_do = query.how_to and bucket == "do"  # what a how-to question asks for
         score = (

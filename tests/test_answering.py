@@ -2201,6 +2201,20 @@ def test_a_unit_naming_another_exception_than_the_pasted_one_is_lowered_too():
     assert "InvalidTxnStateException" in kept.text
 
 
+def test_a_unit_naming_another_exception_than_the_one_the_question_names_is_lowered_too():
+    """Named in the user's own words ("… what do I do"), not pasted as an error line, the exception is still what
+    the question is about: a log of another failure is about something else."""
+    question = "our producer keeps throwing InvalidTxnStateException, what do I do?"
+    text = (
+        "If the keystore password is wrong, the producer fails to start with:\n\n"
+        "org.apache.kafka.common.KafkaException: Failed to construct kafka producer\n\n"
+        "Abort the open transaction and close the producer before you retry."
+    )
+    plain, lowered = _one_unit_without_and_with(question, text, [0.9, 0.7], {}, {"echo_weight": 0.3})
+    assert "KafkaException" in plain.text
+    assert "KafkaException" not in lowered.text and "Abort the open transaction" in lowered.text
+
+
 def _one_unit_without_and_with(question: str, text: str, scores, without: dict, with_: dict):
     """The one-unit troubleshooting answers from one passage under two answer shapes."""
     top = candidate(_Axes(), "top", text, scores)
