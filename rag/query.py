@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from rag.identifiers import error_names, extract_identifiers, phrase_names, run_together_names
-from rag.lexical import tokenize
+from rag.lexical import MIN_SWAPPED_CHARS, slips, tokenize
 
 MAX_SIGNAL_CHARS = 1200
 INHERITED_WORDS = 3  # words a follow-up of a follow-up takes from what the one before leaned on
@@ -138,9 +138,11 @@ _CHECK_REQUEST = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|fin
 # "write me a Go consumer …", "Translate this into Japanese …", "can you summarize this for …", "give me a
 # Python script that …", "tell me a joke", "translate the … into German". ("Give me an example of …" asks for what
 # the docs show.)
+_POLITE_OPENING = r"(?:(?:can|could|would|will) you\s+|please\s+)?"
+_MAKING_VERBS = ("write", "generate", "translate", "summarize", "summarise", "draft", "compose")
 _TASK_REQUEST = re.compile(
-    r"^(?:(?:can|could|would|will) you\s+|please\s+)?(?:"
-    r"(?:write|generate|translate|summari[sz]e|draft|compose)\s+(?:me|us|this|that|these|it|a|an)\b"
+    rf"^{_POLITE_OPENING}(?:"
+    rf"(?:{'|'.join(_MAKING_VERBS)})\s+(?:me|us|this|that|these|it|a|an)\b"
     r"|translate\s+(?:the|my|our|your)\b"  # a translation is a task whatever it takes ("summarize the …" may not be)
     r"|(?:give|tell|make)\s+(?:me|us)\s+(?:a|an|the|some)\s+(?:[\w-]+\s+){0,3}?"
     r"(?:script|program|snippet|code|joke|poem|story|song)s?\b)",
@@ -1025,7 +1027,7 @@ def _intent(
     summarised (no passage answers that, whatever it is about); troubleshoot when the user reports an
     error (`pasted_error`: an error or log line is among what they pasted) or asks for a fix; check when
     they ask how to inspect."""
-    if any(_TASK_REQUEST.match(line[start : start + 80]) for line in own_lines for start in _sentence_starts(line)):
+    if any(_asks_for_work(line[start : start + 80]) for line in own_lines for start in _sentence_starts(line)):
         return "task"
     reports_error = (
         pasted_error or any(i.place == "error" for i in identifiers) or bool(_ERROR_CALL.search(text[:2000]))
@@ -1035,6 +1037,21 @@ def _intent(
     if _CHECK_REQUEST.search(text[:2000]):
         return "check"
     return "fact"
+
+
+def _asks_for_work(sentence: str) -> bool:
+    """`_TASK_REQUEST`, with its making verb typed with one slip too ("wrtie me a poem", "transalte this")."""
+    if _TASK_REQUEST.match(sentence):
+        return True
+    opening = _TYPED_VERB.match(sentence)
+    if not opening or len(opening["verb"]) < MIN_SWAPPED_CHARS or opening["verb"].lower() in _MAKING_VERBS:
+        return False
+    meant = slips(opening["verb"].lower())
+    verb = next((verb for verb in _MAKING_VERBS if verb in meant), None)
+    return verb is not None and bool(_TASK_REQUEST.match(opening[1] + verb + sentence[opening.end() :]))
+
+
+_TYPED_VERB = re.compile(rf"({_POLITE_OPENING})(?P<verb>[A-Za-z]+)", re.I)
 
 
 def _sentence_starts(line: str) -> Iterator[int]:

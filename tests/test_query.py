@@ -793,6 +793,11 @@ def test_a_command_alone_is_searched_as_typed():
         ("How do I write a custom partitioner?", "fact"),
         ("give me a python script that consumes from kafka", "task"),
         ("tell me a joke about kafka", "task"),
+        # the making verb typed with one slip: swapped, left out or doubled letters
+        ("wrtie me a short poem about consumer lag", "task"),
+        ("can you transalte this into Spanish: the broker is down", "task"),
+        ("please sumarize this for our standup", "task"),
+        ("wirte throughput dropped after the upgrade, why?", "troubleshoot"),  # no request follows the slip
         # after a greeting of a few words, the request still opens its sentence
         ("hi team, write me a python script that upserts the orders topic into postgres", "task"),
         ("quick one - translate this into Japanese: the broker is down", "task"),
