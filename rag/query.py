@@ -794,8 +794,23 @@ SIGNATURE_WORDS = 6  # of this many words at most, with no question, code or ide
 
 def users_words(question: str) -> str:
     """What the user typed as the parse reads it: printable, without a reply's quote marks, a letter's greeting and
-    sign-off, in the case of its prose (`decased`)."""
-    return decased(without_salutations(without_quote_marks(_printable(question))))
+    sign-off or a chat's opening greeting, in the case of its prose (`decased`)."""
+    return decased(without_greeting(without_salutations(without_quote_marks(_printable(question)))))
+
+
+# A chat message's opening greeting: a greeting word and up to two more ("hi team", "hey Priya", "good morning
+# all"), set off from what follows by a comma, "!", a dash or a colon.
+_GREETING = re.compile(
+    r"^\s*(?:hi|hey|hello|hiya|howdy|greetings|good\s+(?:morning|afternoon|evening)|morning)\b"
+    r"(?:\s+[A-Za-z][\w'-]*){0,2}\s*(?:[,!:]+|\s[-–—])\s*(?=\S)",
+    re.I,
+)
+
+
+def without_greeting(text: str) -> str:
+    """`text` without the greeting its first line opens with ("hi team, how do I …?"): its words say nothing of
+    what is asked, and searched as terms they lead to passages that happen to hold "team"."""
+    return _GREETING.sub("", text, count=1)
 
 
 # A reply's quote marks (e-mail, Markdown, Slack): one or more ">" opening a line, each followed by a space or

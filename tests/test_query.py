@@ -30,6 +30,8 @@ from rag.query import (
     reduce_to_signal,
     rewrite_followup,
     switches_subject,
+    users_words,
+    without_greeting,
     without_quote_marks,
     without_salutations,
 )
@@ -1437,6 +1439,25 @@ def test_a_follow_up_that_only_goes_on_from_the_conversation_may_have_a_subject_
     asked = [{"role": "user", "content": "what is transaction.timeout.ms?"}]
     assert continues_with_own_subject(question, asked, max_terms=2) is own_subject
     assert not continues_with_own_subject(question, [], max_terms=2)
+
+
+@pytest.mark.parametrize(
+    ("question", "read"),
+    [
+        ("hi team, how many stream threads does an instance run?", "how many stream threads does an instance run?"),
+        ("Hey all - quick one: what is acks?", "quick one: what is acks?"),
+        ("Hi! is it safe to delete __consumer_offsets?", "is it safe to delete __consumer_offsets?"),
+        ("good morning folks, why is my consumer lagging?", "why is my consumer lagging?"),
+        ("hey Priya,\nwhere is the broker log?", "where is the broker log?"),
+        ("hello world example for Kafka Streams?", "hello world example for Kafka Streams?"),  # no greeting
+        ("high watermark, what is it?", "high watermark, what is it?"),
+        ("hi", "hi"),  # nothing after it: the greeting is all there is
+    ],
+)
+def test_a_chats_opening_greeting_is_no_part_of_the_question(question, read):
+    assert without_greeting(question) == read
+    assert parse_query(question).text == parse_query(read).text
+    assert "team" not in users_words("hi team, how do I list topics?")
 
 
 def test_a_reply_s_quote_marks_are_taken_away_outside_code_blocks_the_reply_did_not_quote():
