@@ -770,19 +770,23 @@ _MESSAGE_START = re.compile(r"(?:^|:\s+)([a-z][\w-]*)(?=\s)")
 # A plain word of prose as a name or a title writes it (`Consumer`, `CONSUMER`), and any such word: not a key,
 # path, host, code span or a word with digits or an underscore (`NOT_ENOUGH_REPLICAS`, `KIP-500` keep their case).
 _CASED_WORD = re.compile(r"(?<![\w.\-/@$`'\"])(?:[A-Z][a-z]+|[A-Z]{2,})(?![\w\-/@$`'\"]|\.\w)")
+_TITLE_CASED_WORD = re.compile(r"(?<![\w.\-/@$`'\"])[A-Z][a-z]+(?![\w\-/@$`'\"]|\.\w)")
+SHOUTED = 0.5  # of the prose's words in capitals: typed with caps lock on, not capitalised as a title
 _PROSE_WORD = re.compile(r"(?<![\w.\-/@$`'\"])[A-Za-z]{2,}(?![\w\-/@$`'\"]|\.\w)")
 
 
-def prose_capitalisation(text: str) -> float | None:
+def prose_capitalisation(text: str, capitals: bool = False) -> float | None:
     """The share of the plain words of the user's prose (outside code blocks, pasted lines and code spans) that
-    begin with a capital; None when the prose has no such word."""
+    begin with a capital (with `capitals`: that are in capitals throughout); None when the prose has no such
+    word."""
     words = [
         word
         for line, fenced in _lines_and_fences(text)
         if not fenced and line_place(line[:MAX_LINE_CHARS]) == "question"
         for word in _PROSE_WORD.findall(_INLINE_CODE.sub(" ", line[:MAX_LINE_CHARS]))
     ]
-    return sum(word[0].isupper() for word in words) / len(words) if words else None
+    capitalised = (word.isupper() if capitals else word[0].isupper() for word in words)
+    return sum(capitalised) / len(words) if words else None
 
 
 # A salutation: a few words on a line of their own, closed by a comma or "!" ("Hi team,", "Thanks,", "Best
@@ -874,13 +878,15 @@ def decased(text: str) -> str:
     share = prose_capitalisation(text)
     if share is None or share < CAPITALISED_THROUGHOUT:
         return text
+    # Capitalised as a title, the words in capitals are what they would be in lower-case prose: names (MSK, IAM).
+    cased = _CASED_WORD if (prose_capitalisation(text, capitals=True) or 0.0) >= SHOUTED else _TITLE_CASED_WORD
     lines: list[str] = []
     fenced = False
     for line in text.split("\n"):
         if line.lstrip().startswith("```"):
             fenced = not fenced
         elif not fenced and line_place(line[:MAX_LINE_CHARS]) == "question":
-            line = _outside_code_spans(line, lambda part: _CASED_WORD.sub(lambda m: m.group(0).lower(), part))
+            line = _outside_code_spans(line, lambda part: cased.sub(lambda m: m.group(0).lower(), part))
         lines.append(line)
     return "\n".join(lines)
 

@@ -895,6 +895,15 @@ def test_decasing_keeps_code_pasted_lines_and_identifiers_and_leaves_ordinary_ca
     assert prose_capitalisation("```\nONLY CODE\n```") is None
 
 
+def test_capitalised_as_a_title_the_words_in_capitals_stay_names():
+    """"Amazon MSK: Can I Set …" keeps MSK a name, as it is in "Amazon MSK: can I set …"; typed with caps lock on,
+    no capitals mark a name."""
+    titled = "Amazon MSK: Can I Set The Retention Of A Topic With IAM Auth?"
+    assert decased(titled) == "amazon MSK: can I set the retention of A topic with IAM auth?"
+    assert "MSK" in parse_query(titled).names
+    assert decased(titled.upper()) == "amazon msk: can I set the retention of A topic with iam auth?"
+
+
 @pytest.mark.parametrize(
     ("question", "asked"),
     [
