@@ -306,6 +306,12 @@ def parse_query(
     `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here.
     With `leaning`, a question asked in a conversation is read as a follow-up whatever its words."""
     text = users_words(question)
+    label = opening_label(text)
+    # A bracketed tag ("[prod] …", "[EKS] …") labels the question as a ticket's does: its words are the label's
+    # alone (`Query.label`), neither searched nor read as the question's own words.
+    tag = _BRACKET_TAG.match(text) if label else None
+    if tag and text[tag.end() :].strip():
+        text = text[tag.end() :]
     places: dict[str, str] = {}
     error_places: dict[str, str] = {}
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
@@ -395,7 +401,8 @@ def parse_query(
         for name in extract_identifiers(retrieval_text):
             places.setdefault(name, carried)
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())
-    names, openers = _names("\n".join(own_words))
+    # The tag's names are names the question uses ("[Redpanda Console] …"), as a colon label's are.
+    names, openers = _names("\n".join([tag.group(0)[: tag.group(0).rindex("]")] if tag else "", *own_words]))
     # A follow-up's asks and what it asks to have defined lean on the conversation: none are read from it alone.
     followup = bool(history) and (leaning or is_followup(question, history))
     how_to = any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words)
@@ -424,7 +431,7 @@ def parse_query(
         asked_names=asked_names(text),
         asked_phrases=asked_phrases(text),
         valued=frozenset(valued),
-        label=opening_label(text),
+        label=label,
         defined=() if followup else defined_thing(text),
         how_to=how_to,
         told=_last_answer_words(history) if followup else "",
@@ -520,6 +527,7 @@ _LABEL = re.compile(
     r"|(?:In|With|Using)\s+(?:the\s+)?([A-Za-z][\w.()/+-]{0,40}(?:\s[\w.()/+-]{1,40}){0,3}),\s)"
 )
 MAX_LABEL_WORDS = 6  # longer, it is a sentence ("when I restart the broker it says: …"), not a label
+_BRACKET_TAG = re.compile(r"^\s*\[[^\]\n]{1,60}\]\s+")
 
 
 def opening_label(text: str) -> tuple[str, ...]:

@@ -828,3 +828,10 @@ def test_a_follow_up_that_goes_on_with_a_subject_of_its_own_is_answered_on_that_
     answer = docs.ask("and how do I make each poll return fewer records?", history)
     assert "transaction" not in answer.query, shown(answer)
     assert answer.text.startswith("`max.poll.records`"), shown(answer)
+
+
+def test_a_question_under_a_ticket_tag_is_answered_as_without_it(docs):
+    """ "[prod]" is the user's tag, not a product the docs lack: the question under it is the same question."""
+    answer = docs.ask("[prod] how do I change the retention of just one topic to 3 days?")
+    assert not answer.abstained, shown(answer)
+    assert "retention.ms" in answer.text, shown(answer)

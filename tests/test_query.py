@@ -896,7 +896,7 @@ def test_decasing_keeps_code_pasted_lines_and_identifiers_and_leaves_ordinary_ca
 
 
 def test_capitalised_as_a_title_the_words_in_capitals_stay_names():
-    """"Amazon MSK: Can I Set …" keeps MSK a name, as it is in "Amazon MSK: can I set …"; typed with caps lock on,
+    """ "Amazon MSK: Can I Set …" keeps MSK a name, as it is in "Amazon MSK: can I set …"; typed with caps lock on,
     no capitals mark a name."""
     titled = "Amazon MSK: Can I Set The Retention Of A Topic With IAM Auth?"
     assert decased(titled) == "amazon MSK: can I set the retention of A topic with IAM auth?"
@@ -1467,6 +1467,19 @@ def test_a_chats_opening_greeting_is_no_part_of_the_question(question, read):
     assert without_greeting(question) == read
     assert parse_query(question).text == parse_query(read).text
     assert "team" not in users_words("hi team, how do I list topics?")
+
+
+def test_a_bracketed_tag_is_the_questions_label_only():
+    """ "[prod] …" labels the question as a ticket's tag does: its words are the label's, not words the question
+    searches or asks with (counted there too, "prod" had a covered question declined). Its names stay names."""
+    tagged, plain = parse_query("[prod] how do I delete a topic?"), parse_query("how do I delete a topic?")
+    assert tagged.label == ("prod",)
+    assert (tagged.text, tagged.tokens, tagged.asking_words) == (plain.text, plain.tokens, plain.asking_words)
+    product = parse_query("[Redpanda Console] how do I delete a topic?")
+    assert product.label == ("Redpanda", "Console") and "Redpanda" in product.names
+    assert parse_query("[prod]").tokens == ("prod",)  # a tag alone is all the question there is
+    logged = parse_query("[2024-03-01 10:12:44,120] WARN [ReplicaFetcher replicaId=2] Error in fetch")
+    assert logged.label == () and "error" in logged.tokens  # a log line's timestamp is no tag
 
 
 def test_a_reply_s_quote_marks_are_taken_away_outside_code_blocks_the_reply_did_not_quote():
