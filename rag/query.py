@@ -401,8 +401,10 @@ def parse_query(
         for name in extract_identifiers(retrieval_text):
             places.setdefault(name, carried)
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())
-    # The tag's names are names the question uses ("[Redpanda Console] …"), as a colon label's are.
-    names, openers = _names("\n".join([tag.group(0)[: tag.group(0).rindex("]")] if tag else "", *own_words]))
+    # The tag's names are names the question uses ("[Redpanda Console] …"), as a colon label's are; its opening
+    # bracket keeps its first word from reading as a sentence's capitalised first word.
+    tagged = [tag.group(0).rstrip()[:-1]] if tag else []
+    names, openers = _names("\n".join([*tagged, *own_words]))
     # A follow-up's asks and what it asks to have defined lean on the conversation: none are read from it alone.
     followup = bool(history) and (leaning or is_followup(question, history))
     how_to = any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words)
