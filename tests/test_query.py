@@ -795,7 +795,7 @@ def test_a_command_alone_is_searched_as_typed():
         ("How do I write a custom partitioner?", "fact"),
         ("give me a python script that consumes from kafka", "task"),
         ("tell me a joke about kafka", "task"),
-        # the making verb typed with one slip: swapped, left out or doubled letters
+        # the making verb typed with one slip: two letters swapped, or one left out
         ("wrtie me a short poem about consumer lag", "task"),
         ("can you transalte this into Spanish: the broker is down", "task"),
         ("please sumarize this for our standup", "task"),
