@@ -39,6 +39,7 @@ from rag.units import (
     continued_block_end,
     defines,
     has_no_default,
+    is_bare_row,
     is_lead_in_sentence,
     is_log,
     is_title,
@@ -1269,6 +1270,8 @@ def _score_units(
         overlap = sum(w for t, w in weights.items() if t in terms) / total
         identifiers = _identifiers_of(unit.matched_text) if focus or context else frozenset()
         named = bool(focus & identifiers)
+        if is_bare_row(unit) and not named and not terms & asked:
+            continue  # a row with no more than its key says nothing the question did not
         # "Start the server: $ bin/kafka-server-start.sh …" tells the user who pasted that command nothing,
         # nor does a log excerpt made of the words of the log lines they pasted.
         echo = (bool(context & identifiers) and not named) or (

@@ -55,6 +55,7 @@ MAX_DANGLING_LEAD_IN = 100  # a lead-in without ":" ("To add partitions you can 
 _FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+")
 _CELL_SEPARATOR = re.compile(r" \|(?= |$)")  # the space after a pipe is the next cell's: `a | | | b` has 4 cells
+_BARE_CELL = re.compile(r"[\w.-]*")  # empty, or one word or number
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9`\"'(\[])")
 # A sentence that announces what comes next in its own words, not with a colon: "One can also add super users
 # in server.properties like the following (note that the delimiter is semicolon …)."
@@ -750,6 +751,16 @@ _REFERS_ELSEWHERE = re.compile(
     r"|See\b|Refer to\b)|\bfor (?:more |further )?(?:information|details)\.$",
     re.I,
 )
+
+
+def is_bare_row(unit: EvidenceUnit) -> bool:
+    """A table row that states nothing but its key: a cell of it is empty, and every other cell after its first
+    is one bare word or number ("NONE | 0 | False |", the protocol error with no description; "3 | A | | |", a
+    step of a worked example). Its vector is its header's, so it matches any question in the header's words."""
+    if unit.kind != "row":
+        return False
+    cells = row_cells(unit.parts[-1])[1:]
+    return any(not cell for cell in cells) and all(_BARE_CELL.fullmatch(cell) for cell in cells)
 
 
 def refers_elsewhere(unit: EvidenceUnit) -> bool:

@@ -881,6 +881,19 @@ def test_a_word_the_corpus_writes_in_capitals_is_named_only_in_capitals(question
     _assert_led_by([prose, rows], question, leader)
 
 
+def test_a_row_that_states_nothing_but_its_key_is_not_quoted_unless_the_question_names_it():
+    """The `NONE` row (code 0, no description) embeds as its table's header: "is that error retriable, and what's
+    its code?" quoted "`NONE` (Code: 0 · Retriable: False)" after the row of the error the user had pasted."""
+    axes = _Axes()
+    rows = make_candidate(
+        "errors", section=("Protocol errors", "Error codes"), source="errors.html", text=NONE_ROW,
+        unit_scores=(0.9, 0.6), unit_vectors=axes.take(2),
+    )  # fmt: skip
+    draft = extract_answer(ranked([rows], "is that error retriable, and what's its code?"), shape(max_units_fact=3))
+    _check(draft)
+    assert _units(draft.text) == ["`UNKNOWN_SERVER_ERROR` (Code: -1 · Retriable: False): Oops. [1]"], draft.text
+
+
 RESILIENCE = (
     "Parameter Name | Corresponding Client | Default value | Consider setting to\n"
     "acks | Producer | acks=1 | acks=all\n"

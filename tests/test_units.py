@@ -18,6 +18,7 @@ from rag.units import (
     continued_block_end,
     defines,
     inside_fence,
+    is_bare_row,
     is_log,
     is_title,
     lead_in,
@@ -29,6 +30,7 @@ from rag.units import (
     render_setting_mention,
     render_shared_lead,
     render_unit,
+    row_cells,
     setting_default,
     starts_in_list,
     starts_with_code,
@@ -1003,3 +1005,23 @@ def test_the_end_of_a_fenced_block_a_chunk_begins_inside_is_where_its_content_en
     text = "  --shift-by <Long>  shift offsets\n--to-latest  reset to latest\n```\n\nAfter the block."
     assert text[: continued_block_end(text)] == "  --shift-by <Long>  shift offsets\n--to-latest  reset to latest"
     assert continued_block_end("--to-latest  reset to latest") == len("--to-latest  reset to latest")  # runs on
+
+
+@pytest.mark.parametrize(
+    ("row", "bare"),
+    [
+        ("NONE | 0 | False |", True),
+        ("3 | A | | |", True),
+        ("UNKNOWN_SERVER_ERROR | -1 | False | The server experienced an unexpected error.", False),
+        ("Produce | 0", False),  # no cell missing: the row maps a name to its number
+        ("Error rate | kafka.network:type=RequestMetrics,name=ErrorsPerSec |", False),
+    ],
+)
+def test_a_row_with_an_empty_cell_and_only_bare_words_beside_it_states_nothing_but_its_key(row, bare):
+    width = len(row_cells(row))
+    header, other = (
+        " | ".join(["Name", *["Value"] * (width - 1)]),
+        " | ".join(["OTHER", *["Said in words"] * (width - 1)]),
+    )
+    units = build_units(f"{header}\n{row}\n{other}")
+    assert is_bare_row(next(u for u in units if u.kind == "row" and u.parts[-1] == row)) is bare
