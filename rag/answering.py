@@ -316,8 +316,12 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # errors: "RECORD_LIST_TOO_LARGE" is not answered by the rows for codes 9, 11 and 12 under it. So are the
     # other rows of an error's table when that error leads, named or not: "Broker: Not enough in-sync replicas"
     # is the NOT_ENOUGH_REPLICAS row by its words, not INVALID_SESSION_TIMEOUT, the next row that scores.
+    # Nor is one of them the answer to one of its asks ("is that error retriable?" after a pasted error's message
+    # is answered by the lead's own row, not by the next row that scores for "retriable").
+    siblings = set()
     if _asked_about(lead.unit, query) or _is_error_row(lead.unit):
-        pool = [u for u in pool if not _sibling_entry(u, lead, ranked.candidates, query)]
+        siblings = {id(u) for u in pool if _sibling_entry(u, lead, ranked.candidates, query)}
+        pool = [u for u in pool if id(u) not in siblings]
     focus = query.focus_identifiers
     if (
         query.intent == "fact"
@@ -338,7 +342,11 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     sources = _default_sources(lead, scored, ranked.candidates)
     held = [(unit, True) for unit in sources]
     held += [(unit, True) for unit in _other_named_entries(named, lead, query)]
-    held += [(by_place[place], False) for place in _answers_to_asks(asks, ranked, priors, shape) if place in by_place]
+    held += [
+        (by_place[place], False)
+        for place in _answers_to_asks(asks, ranked, priors, shape)
+        if place in by_place and id(by_place[place]) not in siblings
+    ]
     held += [(unit, False) for unit in _what_to_run(lead, pool, query)]
     for unit, asked in held:
         room = shape.max_chars - chars

@@ -712,6 +712,19 @@ def test_without_asks_the_same_answer_leaves_the_second_asks_unit_out():
     assert "cooperatively consume" not in draft.text
 
 
+def test_an_asks_best_unit_that_is_another_row_of_the_leading_errors_table_is_not_held():
+    """ "… Offset commit failed …: The request timed out. is that error retriable, and which setting controls the
+    timeout?": its row led by its words, and the ask "is that error retriable" held CORRUPT_MESSAGE's row, the
+    next row that scored for it."""
+    axes = _Axes()
+    table = _error_table(axes, (0.5, 0.6, 0.9))
+    question = "Messages are rejected since there are fewer in-sync replicas than required. is that error retriable?"
+    ask = ranked([dataclasses.replace(table, unit_scores=np.array([0.99, 0.2, 0.3]))], "is that error retriable?")
+    draft = extract_answer(ranked([table], question), shape(max_units_fact=3, ask_min=0.5), [ask])
+    _check(draft)
+    assert [u.split("`")[1] for u in _units(draft.text)] == ["NOT_ENOUGH_REPLICAS"], draft.text
+
+
 ACKS = "\n".join(
     [
         "The number of acknowledgments the producer requires. This controls durability.",
