@@ -25,8 +25,8 @@ from rag.units import ends_in_key_values, inside_fence
 CHUNKER_NAME = "structure-aware"
 # Chunks carry their identifiers: a new extractor means a full rebuild (8: two-part keys; 9: lists of error
 # codes; "KIP-467:" / "KAFKA-9144:" before a title, where only a host's port was meant to be left out; "KIP 467";
-# 10: a reference entry kept whole).
-CHUNKER_VERSION = 10
+# 10: a reference entry kept whole; 11: a definition that is a list follows its term on a line of its own).
+CHUNKER_VERSION = 11
 PATH_SEPARATOR = " › "
 _MIN_STANDALONE_CHARS = 200  # smaller sections join the next one instead of making a thin chunk
 # A fenced block, or a reference entry, stays whole up to this many chunk sizes: cut, a block loses its

@@ -284,7 +284,8 @@ def _list(lst: Tag) -> str:
 
 
 def _definitions(dl: Tag) -> str:
-    """A definition list as list items "- term: definition"."""
+    """A definition list as list items "- term: definition"; a definition that is a list follows its term, which
+    leads it in on a line of its own ("Prerequisites:")."""
     items, terms = [], []
     for child in dl.find_all(["dt", "dd"]):
         if child.find_parent("dl") is not dl:
@@ -294,6 +295,11 @@ def _definitions(dl: Tag) -> str:
             continue
         blocks, lead = _render(child.children), ", ".join(term for term in terms if term)
         terms = []
+        if lead and blocks and blocks[0].startswith("- "):
+            # A term over a list introduces it, as a line of its own: "- Prerequisites: - All instances …" read
+            # as one item, and the list before the definition list took it for one of its own items.
+            items.append("\n".join([lead if lead.endswith(":") else f"{lead}:", *blocks]))
+            continue
         if lead and blocks and not blocks[0].startswith("```"):
             blocks[0] = f"{lead} {blocks[0]}" if lead.endswith(":") else f"{lead}: {blocks[0]}"
         elif lead:

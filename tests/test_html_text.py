@@ -226,6 +226,22 @@ def test_lists_nest_under_their_items():
     assert section.text == "- one\n  - one.a\n  - one.b\n- two\n\n- first\n  more"
 
 
+@pytest.mark.parametrize(
+    ("definition", "text"),
+    [
+        ("<dd>All instances must be stopped.</dd>", "- Prerequisites: All instances must be stopped."),
+        # A list under its term is led in by it, not an item of the list before the definition list.
+        ("<dd><ul><li>Stop every instance.</li><li>Check the parameters.</li></ul></dd>",
+         "Prerequisites:\n- Stop every instance.\n- Check the parameters."),
+    ],
+)  # fmt: skip
+def test_a_definition_follows_its_term_and_a_list_goes_under_it(definition, text):
+    _, [section] = _parse(
+        f"<ul><li>The tool does not reset offsets.</li></ul><dl><dt>Prerequisites</dt>{definition}</dl>"
+    )
+    assert section.text == f"- The tool does not reset offsets.\n\n{text}"
+
+
 def test_headings_inside_lists_still_open_sections():
     _, sections = _parse(
         "<h2>Top</h2><p>intro</p><ol><li><h3 id='one'>One</h3><p>first</p><ul><li>a</li></ul></li>"
