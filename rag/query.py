@@ -216,6 +216,10 @@ class Query:
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
     # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
     label: tuple[str, ...] = ()
+    # The words of a bracketed tag the question opens with ("[prod] …"): a ticket's tag is as often where or how
+    # urgent ("prod", "urgent", "staging") as what about, so only its words no vocabulary holds (a product's name:
+    # "[Strimzi]") tell a subject.
+    tag: tuple[str, ...] = ()
     # The words of the thing a question asks to have defined, when that is all it asks ("what is the ISR?",
     # "what are quotas?", "what does log compaction mean?"; `defined_thing`): the passage sentence that says what
     # it is answers it.
@@ -307,11 +311,14 @@ def parse_query(
     With `leaning`, a question asked in a conversation is read as a follow-up whatever its words."""
     text = users_words(question)
     label = opening_label(text)
-    # A bracketed tag ("[prod] …", "[EKS] …") labels the question as a ticket's does: its words are the label's
-    # alone (`Query.label`), neither searched nor read as the question's own words.
+    # A bracketed tag ("[prod] …", "[EKS] …") labels the question as a ticket's does: its words are the tag's
+    # alone (`Query.tag`), neither searched nor read as the question's own words. The question under it may
+    # open with a label of its own ("[prod] ksqlDB: …").
     tag = _BRACKET_TAG.match(text) if label else None
+    tag_words: tuple[str, ...] = ()
     if tag and text[tag.end() :].strip():
         text = text[tag.end() :]
+        tag_words, label = label, opening_label(text)
     places: dict[str, str] = {}
     error_places: dict[str, str] = {}
     prose_lines: list[str] = []  # the user's words and error lines: what the question is about
@@ -434,6 +441,7 @@ def parse_query(
         asked_phrases=asked_phrases(text),
         valued=frozenset(valued),
         label=label,
+        tag=tag_words,
         defined=() if followup else defined_thing(text),
         how_to=how_to,
         told=_last_answer_words(history) if followup else "",

@@ -60,6 +60,7 @@ BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
 ERROR_ROW_READS = 64  # chunks carrying an error-like name read for one that defines it as an error
 PHRASE_ROWS_READ = 64  # chunks holding two neighbouring words of a name read for the two written together
+MIN_ABBREVIATION = 3  # letters of a tag's word read as the start of a longer corpus word ("dev", "prod")
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
 NAMED_ENTRIES = 8  # reference entries read for the names the answer's passages use (`Retriever.named_entries`)
 ENTRIES_PER_NAME = 3  # ... of one name: its pages (the broker's, the topic's and the producer's `compression.type`)
@@ -832,17 +833,41 @@ class Retriever:
     def _unknown_label_share(self, query: Query) -> float:
         """Of the words of the question's opening label ("Amazon MSK:", "franz-go producer:"), the share the
         corpus never uses. Numbers (a version) and the user's own names do not count; a hyphenated word is
-        unknown only when a part is too: `single-broker` is two known words."""
-        unknown = []
-        for word in query.label:
-            tokens = [t for t in tokenize(word) if not _NUMBER.fullmatch(t) and t not in query.own_terms]
-            if tokens:
-                whole, *parts = tokens
-                unknown.append(
-                    not self._document_frequency(whole)
-                    and (not parts or any(not self._document_frequency(t) for t in parts))
-                )
-        return sum(unknown) / len(unknown) if unknown else 0.0
+        unknown only when a part is too: `single-broker` is two known words. Of a bracketed tag's words
+        (`Query.tag`), each counts only when the embedding model's vocabulary lacks it too (`_foreign`: not
+        "[urgent]") and it abbreviates no word of the corpus (not "[prod]", "[perf]"); "[Strimzi]", "[EKS]" count.
+        The larger share of the two: a known tag does not make the label under it ("[prod] ksqlDB: …") less
+        unknown."""
+        tag = [
+            self._foreign(whole) and not self._abbreviates(whole) for whole, *_ in self._label_tokens(query.tag, query)
+        ]
+        label = [
+            not self._document_frequency(whole) and (not parts or any(not self._document_frequency(t) for t in parts))
+            for whole, *parts in self._label_tokens(query.label, query)
+        ]
+        return max(sum(words) / len(words) if words else 0.0 for words in (tag, label))
+
+    @staticmethod
+    def _label_tokens(words: Sequence[str], query: Query) -> list[list[str]]:
+        """Each word's tokens, without numbers (a version) and the user's own names; words left with none dropped."""
+        tokens = (
+            [t for t in tokenize(word) if not _NUMBER.fullmatch(t) and t not in query.own_terms] for word in words
+        )
+        return [found for found in tokens if found]
+
+    def _abbreviates(self, token: str) -> bool:
+        """A longer word of the corpus begins with `token` ("prod" of "production"): the shortening of a word, not
+        a name. Read only for a ticket's tag: a product's name that begins a word ("boot" of "bootstrap", in
+        "Spring Boot:") is a label's subject."""
+        if len(token) < MIN_ABBREVIATION:
+            return False
+        words = self._sorted_vocabulary
+        at = bisect.bisect_right(words, token)
+        return at < len(words) and words[at].startswith(token)
+
+    @functools.cached_property
+    def _sorted_vocabulary(self) -> list[str]:
+        return sorted(self.index.bm25.vocab_dict)
 
     def _unknown_name(self, word: str) -> bool:
         """True when the corpus does not know `word`. A CamelCase name is known by any of its parts

@@ -1298,7 +1298,8 @@ def test_a_word_cut_by_the_owner_window_calls_nothing_the_users():
 )
 def test_a_question_opening_with_a_label_names_its_subject_there(question, label):
     assert opening_label(question) == label
-    assert parse_query(question).label == label
+    query = parse_query(question)
+    assert (query.tag or query.label) == label  # a bracketed tag is the question's tag (`Query.tag`)
 
 
 @pytest.mark.parametrize(
@@ -1469,17 +1470,20 @@ def test_a_chats_opening_greeting_is_no_part_of_the_question(question, read):
     assert "team" not in users_words("hi team, how do I list topics?")
 
 
-def test_a_bracketed_tag_is_the_questions_label_only():
-    """ "[prod] …" labels the question as a ticket's tag does: its words are the label's, not words the question
-    searches or asks with (counted there too, "prod" had a covered question declined). Its names stay names."""
+def test_a_bracketed_tag_is_the_questions_tag_only():
+    """ "[prod] …" labels the question as a ticket's tag does: its words are the tag's, not words the question
+    searches or asks with (counted there too, "prod" had a covered question declined). Its names stay names, and
+    the question under it may have a label of its own."""
     tagged, plain = parse_query("[prod] how do I delete a topic?"), parse_query("how do I delete a topic?")
-    assert tagged.label == ("prod",)
+    assert (tagged.tag, tagged.label) == (("prod",), ())
     assert (tagged.text, tagged.tokens, tagged.asking_words) == (plain.text, plain.tokens, plain.asking_words)
     product = parse_query("[Redpanda Console] how do I delete a topic?")
-    assert product.label == ("Redpanda", "Console") and "Redpanda" in product.names
+    assert product.tag == ("Redpanda", "Console") and "Redpanda" in product.names
+    labelled = parse_query("[prod] ksqlDB: how do I delete a stream?")
+    assert (labelled.tag, labelled.label) == (("prod",), ("ksqlDB",))
     assert parse_query("[prod]").tokens == ("prod",)  # a tag alone is all the question there is
     logged = parse_query("[2024-03-01 10:12:44,120] WARN [ReplicaFetcher replicaId=2] Error in fetch")
-    assert logged.label == () and "error" in logged.tokens  # a log line's timestamp is no tag
+    assert logged.tag == logged.label == () and "error" in logged.tokens  # a log line's timestamp is no tag
 
 
 def test_a_reply_s_quote_marks_are_taken_away_outside_code_blocks_the_reply_did_not_quote():

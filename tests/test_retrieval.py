@@ -585,6 +585,20 @@ def test_the_share_of_an_opening_labels_words_the_corpus_never_uses(retriever, s
     assert share("why does the transaction timeout hit Zorblatt?") == 0.0  # no label: `unknown_names` reads it
 
 
+def test_a_ticket_tags_word_counts_only_when_no_vocabulary_holds_it_and_it_shortens_no_corpus_word(retriever, stage):
+    """ "[prod]" (of "producer", "production") and "[urgent]" (an everyday word) say where or how urgent, not what
+    about; "[Zorblatt]" names a product."""
+
+    def share(question: str) -> float:
+        return retriever.retrieve(parse_query(question), 5, "hybrid", stage).evidence.unknown_label_share
+
+    assert share("[prod] why does the transaction timeout hit?") == 0.0
+    assert share("[urgent] why does the transaction timeout hit?") == 0.0
+    assert share("[Zorblatt] why does the transaction timeout hit?") == 1.0
+    assert share("[prod zorblatt] why does the transaction timeout hit?") == pytest.approx(0.5)
+    assert share("[prod] Zorblatt: why does the transaction timeout hit?") == 1.0  # the label under it, whole
+
+
 def test_the_share_of_the_asking_sentences_names_the_corpus_never_uses(retriever, stage):
     """Names in the sentences that ask count, those of the user's stack (before them, or called "our") do not; a
     known capitalised first word is grammar, not a name, and a name the user quotes as their own resource is
