@@ -214,7 +214,7 @@ class Query:
     # a product whose every word the corpus knows may still be one it never mentions.
     asked_phrases: tuple[tuple[str, ...], ...] = ()
     # The words of the label the question opens with, as an issue title names its subject ("KafkaJS 2.2:
-    # …", "[Strimzi] …"): retrieval counts those the corpus never uses, which says the subject is not in it.
+    # …", "In Go with sarama, …"): retrieval counts those the corpus never uses, which says the subject is not in it.
     label: tuple[str, ...] = ()
     # The words of a bracketed tag the question opens with ("[prod] …"): a ticket's tag is as often where or how
     # urgent ("prod", "urgent", "staging") as what about, so only its words no vocabulary holds (a product's name:
