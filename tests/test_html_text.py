@@ -174,6 +174,14 @@ def _parse(body: str, title: str = "Fallback") -> tuple[str, list[Section]]:
     return parse_html(f"<html><body>{body}</body></html>", title)
 
 
+def test_a_definition_list_on_a_real_page_leads_its_list_with_its_term(kafka_docs):
+    """The reset tool's prerequisites (a <dl> whose definition is a list) read as "Prerequisites:" and its items,
+    apart from the list of what the tool does not do above them."""
+    _, sections = _page(kafka_docs, "streams/developer-guide/app-reset-tool.html")
+    text = _text(sections)
+    assert "\n\nPrerequisites:\n- All instances of your application must be stopped." in text
+
+
 def test_heading_paths_nest_by_level_and_empty_sections_are_dropped():
     _, sections = _parse(
         "<p>lead</p><h2 id='a'>A</h2><p>a</p><h3>B</h3><h4 id='c'>C</h4><p>c</p>"

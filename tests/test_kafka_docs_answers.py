@@ -835,3 +835,30 @@ def test_a_question_under_a_ticket_tag_is_answered_as_without_it(docs):
     answer = docs.ask("[prod] how do I change the retention of just one topic to 3 days?")
     assert not answer.abstained, shown(answer)
     assert "retention.ms" in answer.text, shown(answer)
+
+
+def test_a_pasted_errors_row_is_shown_without_the_rows_of_other_errors_its_asks_match(docs):
+    """ "is that error retriable, and which broker setting …?" matched every row of the error table by its
+    header's words: the NONE row (code 0, no description) was quoted, and the ask "is that error retriable" held
+    the next row that scored for it (NETWORK_EXCEPTION, code 8)."""
+    answer = docs.ask(
+        "consumer log during the broker restart:\n```\nWARN [Consumer clientId=app-2, groupId=app] Offset commit "
+        "failed on partition events-1 at offset 5512: The request timed out.\n```\nis that error retriable, and "
+        "which broker setting controls how long the commit waits?"
+    )
+    assert "`REQUEST_TIMED_OUT` (Code: 7 · Retriable: True)" in answer.text, shown(answer)
+    assert re.findall(r"\(Code: -?\d+", answer.text) == ["(Code: 7"], shown(answer)
+
+
+def test_a_ticket_tag_is_no_product_but_the_label_under_it_still_is(docs):
+    """ "[prod]" counted as an unknown product's name (31 answerable docs tuning questions declined under it);
+    "ksqlDB:" under it still labels a product the docs do not cover."""
+
+    def unknown_label(question: str) -> float:
+        inspection = docs.inspect(question)
+        return dict(zip(inspection.abstention_features, inspection.abstention, strict=True))["unknown_label"]
+
+    assert unknown_label("[prod] how do I create a topic with 6 partitions?") == 0.0
+    assert unknown_label("[Strimzi] how do I create a topic with 6 partitions?") == 1.0
+    assert unknown_label("[prod] ksqlDB: how do I create a stream from a topic?") == 1.0
+    assert docs.ask("[prod] ksqlDB: how do I create a stream from a topic?").abstained
