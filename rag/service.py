@@ -374,11 +374,7 @@ class Assistant:
         if leans or (may_lean and math.isfinite(self.settings.followup_lean_margin)):
             started = time.perf_counter()
             leaning = parse_query(question, history, self.settings.max_question_chars, leaning=True)
-            ranked_leaning = self._retrieve_and_rank(retriever, leaning, k, mode, {})
-            if (
-                leans or _scores_above(ranked_leaning, ranked, self.settings.followup_lean_margin)
-            ) and not should_abstain(ranked_leaning, self._abstention):
-                query, ranked = leaning, ranked_leaning
+            query, ranked = self._read_otherwise(retriever, leaning, query, ranked, k, mode, preferred=leans)
             timings["leaning"] = elapsed_ms(started)
         # One that goes on from the conversation with a subject of its own ("and how do I make each poll return
         # fewer records?" after transactions) is searched alone too, and kept alone on the same margin.
@@ -389,11 +385,7 @@ class Assistant:
         ):
             started = time.perf_counter()
             alone = parse_query(question, (), self.settings.max_question_chars)
-            ranked_alone = self._retrieve_and_rank(retriever, alone, k, mode, {})
-            if _scores_above(ranked_alone, ranked, self.settings.followup_lean_margin) and not should_abstain(
-                ranked_alone, self._abstention
-            ):
-                query, ranked = alone, ranked_alone
+            query, ranked = self._read_otherwise(retriever, alone, query, ranked, k, mode)
             timings["alone"] = elapsed_ms(started)
         notes += [READ_AS_NOTE.format(wrong=wrong, right=right) for wrong, right in ranked.pool.query.read_as]
         return _Prepared(query, tuple(notes), ranked, timings, retriever, k * RETRIEVAL_DEPTH_PER_PASSAGE)
@@ -409,6 +401,26 @@ class Assistant:
         fragment = not names_its_subject(question, self.settings.followup_max_terms)
         best = max((c.dense for c in ranked.candidates[:TOP_PASSAGES]), default=0.0)
         return fragment and best < self.settings.followup_weak_dense
+
+    def _read_otherwise(
+        self,
+        retriever: Retriever,
+        other: Query,
+        query: Query,
+        ranked: Ranked,
+        k: int,
+        mode: str,
+        preferred: bool = False,
+    ) -> tuple[Query, Ranked]:
+        """`other`, another reading of the question (leaning on the conversation, or alone), searched and kept over
+        (`query`, `ranked`) when it is `preferred` or its best passage scores `followup_lean_margin` above theirs,
+        and the abstention would not decline it."""
+        ranked_other = self._retrieve_and_rank(retriever, other, k, mode, {})
+        if (
+            preferred or _scores_above(ranked_other, ranked, self.settings.followup_lean_margin)
+        ) and not should_abstain(ranked_other, self._abstention):
+            return other, ranked_other
+        return query, ranked
 
     def _retrieve_and_rank(
         self, retriever: Retriever, query: Query, k: int, mode: str, timings: dict[str, float]
