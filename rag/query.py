@@ -787,7 +787,7 @@ _MESSAGE_START = re.compile(r"(?:^|:\s+)([a-z][\w-]*)(?=\s)")
 
 # A plain word of prose as a name or a title writes it (`Consumer`, `CONSUMER`), and any such word: not a key,
 # path, host, code span or a word with digits or an underscore (`NOT_ENOUGH_REPLICAS`, `KIP-500` keep their case).
-_CASED_WORD = re.compile(r"(?<![\w.\-/@$`'\"])(?:[A-Z][a-z]+|[A-Z]{2,})(?![\w\-/@$`'\"]|\.\w)")
+_CAPITALS_WORD = re.compile(r"(?<![\w.\-/@$`'\"])[A-Z]{2,}(?![\w\-/@$`'\"]|\.\w)")
 _TITLE_CASED_WORD = re.compile(r"(?<![\w.\-/@$`'\"])[A-Z][a-z]+(?![\w\-/@$`'\"]|\.\w)")
 SHOUTED = 0.5  # of the prose's words in capitals: typed with caps lock on, not capitalised as a title
 _PROSE_WORD = re.compile(r"(?<![\w.\-/@$`'\"])[A-Za-z]{2,}(?![\w\-/@$`'\"]|\.\w)")
@@ -889,15 +889,18 @@ def _signature_line(line: str) -> bool:
 
 def decased(text: str) -> str:
     """`text` with the plain words of its prose in lower case when that prose is capitalised throughout
-    (`CAPITALISED_THROUGHOUT`: typed in capitals, or every word capitalised as in a title). Its capitals then
-    mark no name: "Why Did My Consumer Lag Spike" read as the error name WHY_DID_MY_CONSUMER_LAG_SPIKE, and
-    "YESTERDAY" as a product the corpus lacks, so the question was declined that is answered in lower case.
-    Code blocks, pasted lines, code spans and identifiers keep their case."""
+    (`CAPITALISED_THROUGHOUT`: typed in capitals, or every word capitalised as in a title), except the words in
+    the other case, which mark names. The common capitals mark none: "Why Did My Consumer Lag Spike" read as the
+    error name WHY_DID_MY_CONSUMER_LAG_SPIKE, and "YESTERDAY" as a product the corpus lacks, so the question was
+    declined that is answered in lower case. Code blocks, pasted lines, code spans and identifiers keep their
+    case."""
     share = prose_capitalisation(text)
     if share is None or share < CAPITALISED_THROUGHOUT:
         return text
-    # Capitalised as a title, the words in capitals are what they would be in lower-case prose: names (MSK, IAM).
-    cased = _CASED_WORD if (prose_capitalisation(text, capitals=True) or 0.0) >= SHOUTED else _TITLE_CASED_WORD
+    # Each way of typing marks names with the other case: capitalised as a title, the words in capitals are names
+    # (MSK, IAM); typed in capitals, the words in title case are, typed with shift on purpose ("Amazon", "Strimzi").
+    shouted = (prose_capitalisation(text, capitals=True) or 0.0) >= SHOUTED
+    cased = _CAPITALS_WORD if shouted else _TITLE_CASED_WORD
     lines: list[str] = []
     fenced = False
     for line in text.split("\n"):

@@ -904,6 +904,17 @@ def test_capitalised_as_a_title_the_words_in_capitals_stay_names():
     assert decased(titled.upper()) == "amazon msk: can I set the retention of A topic with iam auth?"
 
 
+def test_typed_in_capitals_the_words_in_title_case_stay_names():
+    """With caps lock on, a word the user typed in title case was typed so on purpose: "Amazon MSK Serverless"
+    keeps its two names, as the title rule keeps MSK; the words in capitals read as lower-case prose."""
+    shouted = "How DO I CONFIGURE A Java CLIENT TO AUTHENTICATE TO AN Amazon MSK Serverless CLUSTER WITH IAM?"
+    assert (
+        decased(shouted)
+        == "How do I configure A Java client to authenticate to an Amazon msk Serverless cluster with iam?"
+    )
+    assert {"Amazon", "Serverless"} <= set(parse_query(shouted).names)
+
+
 @pytest.mark.parametrize(
     ("question", "asked"),
     [
