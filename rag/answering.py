@@ -45,6 +45,7 @@ from rag.units import (
     is_title,
     lead_in,
     leading_block_end,
+    opens_with_command,
     points_ahead,
     refers_elsewhere,
     render_list_items,
@@ -401,6 +402,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     chosen, budget = _with_their_sequels(chosen, by_place, budget)
     chosen, budget = _with_their_items(chosen, ranked.candidates, by_place, budget)
     chosen, budget = _with_whole_lists(chosen, scored, ranked.candidates, by_place, budget)
+    chosen, budget = _with_block_heads(chosen, by_place, budget)
     shown = _with_what_lead_ins_introduce(chosen, by_place, budget)
     after_lead = tuple(_place(u) for u in sources)
     draft, shown = _within(ranked.candidates, shown, layout, shape.max_chars, after_lead)
@@ -1040,6 +1042,36 @@ def _with_whole_lists(
         if rest and cost <= budget:
             shown += rest
             budget -= cost
+    return shown, budget
+
+
+def _with_block_heads(
+    chosen: list[_Scored], by_place: dict[tuple[int, int], _Scored], budget: int
+) -> tuple[list[_Scored], int]:
+    """A chosen piece of a code block cut for size that shows what the command opening the block printed is shown
+    after the pieces before it, when they fit the character budget; leading the answer, it gives its place to
+    the block's first piece when they don't. Alone, the output lines of "the following command displays a summary
+    of the metadata quorum:" were shown without the command. Returns the units and the budget left."""
+    shown: list[_Scored] = []
+    for unit in chosen:
+        if _among(unit, shown):
+            continue  # brought in before a later piece of its block
+        piece = unit.unit.code_piece
+        before = [by_place.get((unit.candidate_index, unit.unit.position - back)) for back in range(piece, 0, -1)]
+        pieces = [b for b in before if b is not None and b.unit.kind == "code"]
+        if not piece or len(pieces) < piece or not opens_with_command(pieces[0].unit):
+            shown.append(unit)
+            continue
+        missing = [b for b in pieces if not _among(b, (*chosen, *shown))]
+        cost = sum(b.size for b in missing)
+        if cost <= budget:
+            shown += [*(dataclasses.replace(b, bucket=unit.bucket) for b in missing), unit]
+            budget -= cost
+        elif unit is chosen[0] and missing[0] is pieces[0]:
+            shown.append(dataclasses.replace(pieces[0], bucket=unit.bucket))
+            budget = max(0, budget + unit.size - pieces[0].size)
+        else:
+            shown.append(unit)
     return shown, budget
 
 

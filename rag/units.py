@@ -111,6 +111,9 @@ class EvidenceUnit:
     # that list starts in the chunk
     list_start: int = -1
     item: bool = False  # one item of a list cut for size, with its lead-in (the list's pieces are units too)
+    # of a code block cut for size: which piece this is (0 the first or only); the pieces before it are the units
+    # right before it, and the first holds what the block begins with (the command whose output a later one shows)
+    code_piece: int = 0
 
     @property
     def text(self) -> str:
@@ -167,6 +170,7 @@ class _Candidate:
     subject: str = ""
     list_start: int = -1
     item: bool = False
+    code_piece: int = 0
 
 
 def build_units(text: str, heading: str = "", continues_code: bool = False) -> list[EvidenceUnit]:
@@ -384,7 +388,9 @@ class _Builder:
         ]
         kept.sort(key=lambda c: (c.spans[0].start, c.spans[-1].end))
         return [
-            EvidenceUnit(c.kind, tuple(s.of(self.text) for s in c.spans), c.subject, position, c.list_start, c.item)
+            EvidenceUnit(
+                c.kind, tuple(s.of(self.text) for s in c.spans), c.subject, position, c.list_start, c.item, c.code_piece
+            )
             for position, c in enumerate(kept)
         ]
 
@@ -422,9 +428,10 @@ class _Builder:
         budget = MAX_BLOCK_CHARS - (lead_in.end - lead_in.start + 1 if lead_in else 0)
         if lead_in:
             self._claim(lead_in)
-        for piece in _pack(groups, budget):
+        for number, piece in enumerate(_pack(groups, budget)):
             body = _Span(piece[0][0], piece[-1][1])
-            self.candidates.append(_Candidate("code", (lead_in, body) if lead_in else (body,)))
+            shown = (lead_in, body) if lead_in else (body,)
+            self.candidates.append(_Candidate("code", shown, code_piece=number))
 
     # -- lists
 
@@ -781,6 +788,13 @@ def stops_mid_sentence(unit: EvidenceUnit) -> bool:
     """A sentence unit that ends in a comma: what completes it (the list or block after it, a unit of its own) is
     not in it, and alone it says nothing ("If you want to use static membership,")."""
     return unit.kind == "sentence" and unit.text.rstrip().endswith(",")
+
+
+def opens_with_command(unit: EvidenceUnit) -> bool:
+    """A code unit whose first line is a command (`$ bin/kafka-metadata-quorum.sh …`): the pieces of its block cut
+    for size after it are what that command printed."""
+    first = unit.parts[-1].lstrip().partition("\n")[0] if unit.kind == "code" else ""
+    return _COMMAND.match(first) is not None
 
 
 def is_log(code: str) -> bool:

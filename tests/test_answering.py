@@ -2459,3 +2459,37 @@ def test_an_asks_best_unit_comes_from_the_passage_its_own_ranking_puts_first():
     draft = extract_answer(whole, shape(max_units_fact=2, rank_weight=0.5), asks=(ask,))
     assert draft.text.startswith("The lock duration can be set per topic.")
     assert entry in draft.text and "server default is used" not in draft.text, draft.text
+
+
+QUORUM = (
+    "The kafka-metadata-quorum.sh tool describes the runtime state of the cluster metadata partition.\n\n"
+    "For example, the following command displays a summary of the metadata quorum:\n\n```\n"
+    "$ bin/kafka-metadata-quorum.sh --bootstrap-server localhost:9092 describe --status\n"
+    + "".join(
+        f"CurrentVoter{n}:  {{'id': {3000 + n}, 'endpoints': ['CONTROLLER://localhost:{9093 + n}']}}\n"
+        for n in range(10)
+    )
+    + "```"
+)
+
+
+@pytest.mark.parametrize(("max_chars", "tail"), [(5000, True), (800, False)])
+def test_the_output_a_command_printed_is_shown_under_the_command(max_chars, tail):
+    """A code block cut for size: its later piece, what the command opening the block printed, matched best. It
+    is shown after the piece with the command when that fits, else the command's piece takes its place."""
+    assert [u.code_piece for u in build_units(QUORUM)] == [0, 0, 1]
+    question = "which controllers are voters?"
+    draft = _answer_from(QUORUM, [0.3, 0.5, 0.9], question, max_units_fact=1, max_chars=max_chars)
+    assert draft.text.startswith("For example, the following command displays"), draft.text
+    assert "$ bin/kafka-metadata-quorum.sh --bootstrap-server localhost:9092 describe --status" in draft.text
+    assert ("CurrentVoter9" in draft.text) is tail, draft.text
+    assert draft.text.count("For example") == 1
+
+
+def test_a_later_piece_of_a_config_sample_is_shown_alone():
+    """A configuration sample's lines say what they set: its later piece is no output of a first one."""
+    sample = QUORUM.replace(
+        "$ bin/kafka-metadata-quorum.sh --bootstrap-server localhost:9092 describe --status", "# voters"
+    )
+    draft = _answer_from(sample, [0.3, 0.5, 0.9], "which controllers are voters?", max_units_fact=1, max_chars=800)
+    assert "CurrentVoter9" in draft.text and "CurrentVoter0:" not in draft.text, draft.text
