@@ -255,6 +255,13 @@ class Query:
         return frozenset(i.name for i in self.identifiers if i.focus)
 
     @property
+    def embedded_text(self) -> str:
+        """What the embedding model reads: `text`, closed by the "?" a chat message typed without one leaves off
+        (`with_question_mark`). The model's vector moves with the mark: unpunctuated, "what does
+        ProducerFencedException actually mean for a transactional producer" lost both key facts."""
+        return with_question_mark(self.text)
+
+    @property
     def context_identifiers(self) -> frozenset[str]:
         return frozenset(i.name for i in self.identifiers if not i.focus) - self.focus_identifiers
 
@@ -741,6 +748,21 @@ def _asking_words(text: str) -> tuple[str, ...]:
         for token in tokenize(line[:MAX_LINE_CHARS])
     }
     return tuple(token for token in tokenize(" ".join(_asking_sentences(text))) if token not in pasted)
+
+
+# A question word that opens a message, not a question: "Could not find a 'KafkaClient' entry …", "Can't connect".
+_NEGATED = re.compile(r"\s*(?:not\b|n't\b|'t\b)", re.I)
+
+
+def with_question_mark(text: str) -> str:
+    """`text` with a "?" after its last sentence when that sentence opens with a question word (not negated:
+    "Could not find …" is a message) and ends with no punctuation of its own; else `text` as it is."""
+    body = text.rstrip()
+    last = _SENTENCE_END.split(body.rpartition("\n")[2])[-1].lstrip()
+    opening = _ASKS.match(last)
+    if not body or body[-1] in ".?!:;)`'\"" or opening is None or _NEGATED.match(last, opening.end()):
+        return text
+    return f"{body}?"
 
 
 def _asking_sentences(text: str) -> list[str]:

@@ -246,7 +246,7 @@ class Retriever:
                     QueryIdentifier(name, "command" if name in query.pasted_fields else "question") for name in names
                 ),
             )
-        query_vector, query_tokens = self._queries.encode(query.text)
+        query_vector, query_tokens = self._queries.encode(query.embedded_text)
         timings["embed_query"] = elapsed_ms(started)
 
         started = time.perf_counter()

@@ -1543,3 +1543,25 @@ def test_curly_quotes_are_read_as_straight_ones():
         straight.error_phrases,
     )
     assert straight.error_phrases
+
+
+@pytest.mark.parametrize(
+    ("text", "embedded"),
+    [
+        (
+            "what does ProducerFencedException mean for a producer",
+            "what does ProducerFencedException mean for a producer?",
+        ),
+        (
+            "we see lag after a deploy. how do I find the slow partition",
+            "we see lag after a deploy. how do I find the slow partition?",
+        ),
+        ("how do I list topics?", "how do I list topics?"),
+        ("Could not find a 'KafkaClient' entry in the JAAS configuration", None),
+        ("Can't connect to the coordinator", None),
+        ("my consumer lags behind after every deploy", None),
+        ("how do I set the retention of one topic:", None),
+    ],
+)
+def test_a_question_typed_without_its_question_mark_is_embedded_with_it(text, embedded):
+    assert parse_query(text).embedded_text == (embedded or text)

@@ -112,7 +112,7 @@ def test_candidates_come_in_first_stage_order_without_duplicates(retriever, stag
 def test_unit_scores_follow_the_units_of_each_chunk(retriever, stage):
     query = parse_query("how do I check the state of a share group?")
     pool = retriever.retrieve(query, 10, "hybrid", stage)
-    vector, _ = retriever._queries.encode(query.text)
+    vector, _ = retriever._queries.encode(query.embedded_text)
     for candidate in pool.candidates:
         passage = candidate.passage
         units = build_units(passage.text, passage.section_path[-1] if passage.section_path else "")
@@ -120,6 +120,17 @@ def test_unit_scores_follow_the_units_of_each_chunk(retriever, stage):
         np.testing.assert_allclose(candidate.unit_scores, candidate.unit_vectors @ vector, atol=1e-5)
         if len(units):
             assert candidate.feature("sentence") == pytest.approx(float(candidate.unit_scores.max()), abs=1e-6)
+
+
+def test_a_question_typed_without_its_question_mark_is_embedded_as_with_it(retriever, stage):
+    """A chat message's missing "?" moved the question's vector: "what does ProducerFencedException actually mean for
+    a transactional producer" lost both key facts its "?" form finds."""
+    question = "what does ProducerFencedException actually mean for a transactional producer"
+    typed, asked = (retriever.retrieve(parse_query(q), 10, "hybrid", stage) for q in (question, f"{question}?"))
+    scores = {c.passage.chunk_id: c.unit_scores for c in asked.candidates}
+    assert [c.passage.chunk_id for c in typed.candidates] == list(scores)
+    for candidate in typed.candidates:
+        np.testing.assert_allclose(candidate.unit_scores, scores[candidate.passage.chunk_id], atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -136,7 +147,7 @@ def test_late_interaction_is_the_max_sim_of_the_questions_tokens_with_the_chunks
     assert index_retriever._spelling_corrected(query).text == query.text  # what the retriever encodes
     pool = index_retriever.retrieve(query, 20, "hybrid", stage)
     embedder, basis = index_retriever._queries._embedder, index_retriever.index.token_basis
-    _, (question_tokens,) = embedder.encode_with_tokens([query.text])
+    _, (question_tokens,) = embedder.encode_with_tokens([query.embedded_text])
     texts = [dense_text(candidate.passage.section_path, candidate.passage.text) for candidate in pool.candidates]
     _, tokens = embedder.encode_with_tokens(texts)
     counts = [len(t) for t in tokens]
