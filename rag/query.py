@@ -578,13 +578,15 @@ def question_asks(text: str) -> tuple[str, ...]:
     alone that opens its sentence is searched with the user's statement before it, which says what it is
     about: "User:ledger-writer already has WRITE on the topic. Which ACL is missing, and …?"."""
     sentences = _own_sentences(text)
+    flags = _ask_flags(sentences)
     asking: list[str] = []
-    for before, sentence in itertools.pairwise(("", *sentences)):
-        if not sentence.rstrip().endswith("?"):
+    for number, sentence in enumerate(sentences):
+        if not flags[number]:
             continue
         # "Topic orders keeps growing, why is that?" asks one thing
-        pieces = [piece for piece in (p.strip(" ?") for p in _NEXT_ASK.split(sentence)) if _ASKS.match(piece)]
-        if pieces and before and not before.rstrip().endswith("?") and len(tokenize(pieces[0])) < MIN_ASK_TERMS:
+        pieces = [piece for piece in (p.strip(" ?.!") for p in _NEXT_ASK.split(sentence)) if _ASKS.match(piece)]
+        before = sentences[number - 1] if number and not flags[number - 1] else ""
+        if pieces and before and len(tokenize(pieces[0])) < MIN_ASK_TERMS:
             pieces[0] = f"{before} {pieces[0]}"
         asking += pieces
     asks = [p for p in asking if len(tokenize(p)) >= MIN_ASK_TERMS]
@@ -766,9 +768,18 @@ def with_question_mark(text: str) -> str:
 
 
 def _asking_sentences(text: str) -> list[str]:
-    """The user's own sentences that ask (those ending in "?"), else their last one."""
+    """The user's own sentences that ask (`_ask_flags`), else their last one."""
     sentences = _own_sentences(text)
-    return [s for s in sentences if s.rstrip().endswith("?")] or list(sentences[-1:])
+    return [s for s, asks in zip(sentences, _ask_flags(sentences), strict=True) if asks] or list(sentences[-1:])
+
+
+def _ask_flags(sentences: Sequence[str]) -> list[bool]:
+    """Whether each sentence asks: it ends in "?"; or, when the user writes no question mark at all (as chat
+    messages often go), it opens with a question word ("which setting decides the name", "can a consumer fetch
+    from its own zone")."""
+    if any(sentence.rstrip().endswith("?") for sentence in sentences):
+        return [sentence.rstrip().endswith("?") for sentence in sentences]
+    return [bool(_ASKS.match(sentence.lstrip())) for sentence in sentences]
 
 
 # A key given a value: `key=value` (properties, a command's --config), `"key": "value"` (JSON), `key: value` (YAML).

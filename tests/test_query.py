@@ -1142,6 +1142,13 @@ def test_a_follow_up_knows_the_words_of_the_last_answer_and_a_standalone_questio
             "What does the acks setting control on a producer? And what's its default?",
             ("What does the acks setting control on a producer",),
         ),
+        # typed with no question mark at all, a sentence that opens with a question word asks
+        (
+            "How do I add partitions to a topic. Does adding them move existing records",
+            ("How do I add partitions to a topic", "Does adding them move existing records"),
+        ),
+        # ... but with one anywhere, only the sentences ending in it do
+        ("Our consumer group lags. How do I add partitions. Does adding them move existing records?", ()),
     ],
 )
 def test_a_question_that_asks_several_things_has_an_ask_for_each(question, asks):
