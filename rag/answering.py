@@ -1064,7 +1064,7 @@ def _with_block_heads(
             continue
         missing = [b for b in pieces if not _among(b, (*chosen, *shown))]
         cost = sum(b.size for b in missing)
-        if cost <= budget:
+        if not missing or cost <= budget:
             shown += [*(dataclasses.replace(b, bucket=unit.bucket) for b in missing), unit]
             budget -= cost
         elif unit is chosen[0] and missing[0] is pieces[0]:
