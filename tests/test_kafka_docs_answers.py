@@ -856,3 +856,12 @@ def test_a_ticket_tag_is_no_product_but_the_label_under_it_still_is(docs):
     assert unknown_label("[Strimzi] how do I create a topic with 6 partitions?") == 1.0
     assert unknown_label("[prod] ksqlDB: how do I create a stream from a topic?") == 1.0
     assert docs.ask("[prod] ksqlDB: how do I create a stream from a topic?").abstained
+
+
+def test_the_output_of_a_command_is_shown_with_the_command_that_printed_it(docs):
+    """The quorum tool's example is cut for size: its last piece (`CurrentObservers`) matched best and was shown under
+    "the following command displays a summary of the metadata quorum:" without the command."""
+    answer = docs.ask("how do I see CurrentVoters and CurrentObservers of the KRaft quorum?")
+    assert "bin/kafka-metadata-quorum.sh --bootstrap-server localhost:9092 describe --status" in answer.text, shown(
+        answer
+    )
