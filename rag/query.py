@@ -777,9 +777,8 @@ def _ask_flags(sentences: Sequence[str]) -> list[bool]:
     """Whether each sentence asks: it ends in "?"; or, when the user writes no question mark at all (as chat
     messages often go), it opens with a question word ("which setting decides the name", "can a consumer fetch
     from its own zone")."""
-    if any(sentence.rstrip().endswith("?") for sentence in sentences):
-        return [sentence.rstrip().endswith("?") for sentence in sentences]
-    return [bool(_ASKS.match(sentence.lstrip())) for sentence in sentences]
+    marked = [sentence.rstrip().endswith("?") for sentence in sentences]
+    return marked if any(marked) else [bool(_ASKS.match(sentence.lstrip())) for sentence in sentences]
 
 
 # A key given a value: `key=value` (properties, a command's --config), `"key": "value"` (JSON), `key: value` (YAML).
