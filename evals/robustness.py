@@ -1,15 +1,16 @@
-"""How answers hold when the golden questions are typed another way: in capitals, as a title, after a
-greeting, above a signature, without question marks, with a typo, under a ticket tag, with typographic quotes,
-quoted in a reply.
+"""How answers hold when the golden questions are typed another way: in capitals, as a title, in lower case,
+after a greeting, above a signature, without question marks, with a typo, under a ticket tag, with typographic
+quotes, quoted in a reply.
 
     python -m evals.robustness --set evals/golden.jsonl seeds <seeds index> \\
         --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs <docs index> \\
         [--half-indexes SEEDS_H0 SEEDS_H1 DOCS_H0 DOCS_H1] [--part tune|test]
 
-The golden questions are written as users write them, but each user writes one way: in lower case, with a
-greeting ("hi team, …"), with caps lock on, as a ticket's title, above a signature, without question marks,
-with a typist's swapped letters, under a ticket's tag ("[prod] …"), with a phone's curly quotes, or forwarded
-from a colleague with a reply's quote marks. The words and what they ask are the same, so the answer should be.
+The golden questions are written as users write them, but each user writes one way: all in lower case, the
+names of exceptions and errors too ("getting notenoughreplicasexception"), with a greeting ("hi team, …"), with
+caps lock on, as a ticket's title, above a signature, without question marks, with a typist's swapped letters,
+under a ticket's tag ("[prod] …"), with a phone's curly quotes, or forwarded from a colleague with a reply's
+quote marks. The words and what they ask are the same, so the answer should be.
 Each single-turn question of the part (tuning by default) is asked as written and in each `FORMS` rewrite, and
 scored as `kafka-rag eval` scores it; the report gives, per golden file and form, answerable accuracy, key-fact
 recall, abstention recall and over-abstention, and the share of questions answered as when written (the same
@@ -79,6 +80,7 @@ FORMS: dict[str, tuple[Callable[[str], str], bool]] = {
     "as written": (lambda question: question, False),
     "in capitals": (_capitals, True),
     "as a title": (_title, True),
+    "in lower case": (str.lower, True),
     "after a greeting": (lambda question: f"hi team, {question}", False),
     "above a signature": (lambda question: f"{question}\n\nThanks,\nPriya Raghunathan", False),
     "without question marks": (_unpunctuated, False),

@@ -28,6 +28,14 @@ def test_capitals_and_title_change_the_users_words_and_keep_what_they_paste():
     )
 
 
+def test_lower_case_lowers_every_word_the_names_of_exceptions_too_and_keeps_to_one_line_questions():
+    lower, one_line = robustness.FORMS["in lower case"]
+    assert lower(PASTED) == (
+        "why does my producer throw recordtoolargeexception when max.request.size is 1048576? see /var/log/kafka.log"
+    )
+    assert one_line
+
+
 def test_a_greeting_and_a_signature_wrap_the_question_whole():
     greeting, _ = robustness.FORMS["after a greeting"]
     signature, _ = robustness.FORMS["above a signature"]
