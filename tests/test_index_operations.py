@@ -29,6 +29,7 @@ SMALL = ("000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40
 LONG = "002_5d9f9cd9ceb365b0.txt"
 QUESTION = "what does error code 121 mean"
 BIG_COPIES = 6  # reworded copies of LONG in the big corpus: about 15 s of embedding here
+BUSY_COPIES = 2  # in the busy corpus: a build of some 14 s, against a second command's start of under one
 
 
 def _start(*args: str) -> subprocess.Popen:
@@ -80,20 +81,30 @@ def small(small_built, tmp_path):
 
 @pytest.fixture()
 def big_corpus(tmp_path):
-    """The small corpus with one file changed, a long one added and reworded copies of it: over the small index,
-    a build that embeds for ten seconds and more, long enough to interrupt or to meet another ingest.
+    """The small corpus with one file changed, a long one added and `BIG_COPIES` reworded copies of it: over the
+    small index, a build that embeds for ten seconds and more, long enough to interrupt.
 
     The copies are reworded in every sentence because a text the index already holds is not embedded again;
     with the ONNX backend one long file alone embeds in about a second, too soon for a Ctrl-C after 3 s.
     """
-    corpus = tmp_path / "big"
+    return _grown_corpus(tmp_path / "big", BIG_COPIES)
+
+
+@pytest.fixture()
+def busy_corpus(tmp_path):
+    """The big corpus with `BUSY_COPIES` copies: a build that holds the lock long enough for another ingest to
+    meet it, and that the tests wait out."""
+    return _grown_corpus(tmp_path / "busy", BUSY_COPIES)
+
+
+def _grown_corpus(corpus: Path, copies: int) -> Path:
     corpus.mkdir()
     for name in (*SMALL, LONG):
         shutil.copy(SEEDS / name, corpus / name)
     with (corpus / SMALL[0]).open("a", encoding="utf-8") as handle:
         handle.write("\nA new paragraph about rebalance storms after a broker restart.\n")
     long_text = (SEEDS / LONG).read_text(encoding="utf-8")
-    for copy in range(1, BIG_COPIES + 1):
+    for copy in range(1, copies + 1):
         reworded = re.sub(r"(?m)^(?=\S)|(?<=\. )", f"Copy {copy}: ", long_text)
         (corpus / f"copy_{copy}_{LONG}").write_text(reworded, encoding="utf-8")
     return corpus
@@ -102,9 +113,9 @@ def big_corpus(tmp_path):
 # ------------------------------------------------------------------------------------------ one writer
 
 
-def test_a_second_ingest_exits_3_naming_the_running_one_and_the_first_publishes(small, big_corpus):
+def test_a_second_ingest_exits_3_naming_the_running_one_and_the_first_publishes(small, busy_corpus):
     corpus, index_dir = small
-    first = _start("ingest", str(big_corpus), "--index", str(index_dir), "--no-spark", "--quiet")
+    first = _start("ingest", str(busy_corpus), "--index", str(index_dir), "--no-spark", "--quiet")
     try:
         _wait_for(lambda: is_locked(index_dir), what="the first ingest to take the lock")
         second = run_kafka_rag("ingest", str(corpus), "--index", str(index_dir), "--no-spark")
@@ -117,15 +128,15 @@ def test_a_second_ingest_exits_3_naming_the_running_one_and_the_first_publishes(
         assert first.wait(240) == 0, first.stderr
     finally:
         _stop(first)
-    assert read_manifest(index_dir)["counts"]["documents"] == 4 + BIG_COPIES  # the running build's sources won
+    assert read_manifest(index_dir)["counts"]["documents"] == 4 + BUSY_COPIES  # the running build's sources won
 
 
-def test_wait_blocks_until_the_running_ingest_is_done_then_builds(small, big_corpus, tmp_path):
+def test_wait_blocks_until_the_running_ingest_is_done_then_builds(small, busy_corpus, tmp_path):
     corpus, index_dir = small
     changed = tmp_path / "changed"
     shutil.copytree(corpus, changed)
     (changed / SMALL[2]).unlink()
-    first = _start("ingest", str(big_corpus), "--index", str(index_dir), "--no-spark", "--json")
+    first = _start("ingest", str(busy_corpus), "--index", str(index_dir), "--no-spark", "--json")
     try:
         _wait_for(lambda: is_locked(index_dir), what="the first ingest to take the lock")
         second = run_kafka_rag(
