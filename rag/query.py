@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from rag.casing import corpus_cased
 from rag.identifiers import error_names, extract_identifiers, phrase_names, run_together_names
 from rag.lexical import MIN_SWAPPED_CHARS, slips, tokenize
 
@@ -312,11 +313,16 @@ def parse_query(
     max_chars: int = MAX_SIGNAL_CHARS,
     rewrite: Callable[[str, Sequence[Mapping[str, str]]], str | None] | None = None,
     leaning: bool = False,
+    spelling: Callable[[str], str | None] | None = None,
 ) -> Query:
     """The query value for `question`: the one place a question is reduced, rewritten and classified.
     `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here.
-    With `leaning`, a question asked in a conversation is read as a follow-up whatever its words."""
+    With `leaning`, a question asked in a conversation is read as a follow-up whatever its words. With
+    `spelling`, the corpus's spelling of a word (`Retriever.corpus_spelling`), the names typed in lower case are
+    read in the corpus's case (`corpus_cased`)."""
     text = users_words(question)
+    if spelling is not None:
+        text = corpus_cased(text, spelling)
     label = opening_label(text)
     # A bracketed tag ("[prod] …", "[EKS] …") labels the question as a ticket's does: its words are the tag's
     # alone (`Query.tag`), neither searched nor read as the question's own words. The question under it may

@@ -22,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rag.casing import class_name_parts
+from rag.chunking import lexical_text
 from rag.embedding import Embedder, QueryEncoder
 from rag.errors import RetrievalError
 from rag.identifiers import MBean, extract_identifiers, is_plain_two_part, mbeans_written, metric_entries
@@ -75,6 +77,7 @@ _CODE_SHAPED = re.compile(r"^[a-z]+[A-Z]|[A-Za-z0-9][._][A-Za-z]")
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _CAMEL_CASE = re.compile(r"[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`, `commitSync`
 _CAPITALISED_CAMEL_CASE = re.compile(r"(?<![A-Za-z0-9])[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*")  # `KafkaStreams`
+_ERROR_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")  # an error's name as identifiers carry it
 
 
 @dataclass(frozen=True)
@@ -371,6 +374,23 @@ class Retriever:
         "how do I increase the number of partitions" is plain English)."""
         text = self._record(int(rows[0]))["text"]
         return any(tokenize(name) == [token] for name in _CAPITALISED_CAMEL_CASE.findall(text))
+
+    def corpus_spelling(self, word: str) -> str | None:
+        """How the first chunk holding `word` as a BM25 token writes it as a word of its own, in whatever case
+        (`casing.corpus_cased`); None when no chunk holds it so."""
+        tokens = tokenize(word)
+        rows = rows_with(self.index.bm25, tokens[0]) if tokens else None
+        if rows is not None and len(rows):
+            record = self._record(int(rows[0]))
+            text = lexical_text(record["section_path"], record["text"])  # what BM25 read the token from
+            match = re.search(rf"(?<![\w.$/@-]){re.escape(word)}(?![\w$/@-]|\.\w)", text, re.IGNORECASE)
+            if match and match.group(0) != word:
+                return match.group(0)
+        # An exception class the corpus knows by its error's name: `groupauthorizationexception` is
+        # `GroupAuthorizationException` where the corpus carries `GROUP_AUTHORIZATION_FAILED`.
+        parts = class_name_parts(word)
+        words = self._identifier_lookup.error_words(parts[0]) if parts else None
+        return "".join(w.capitalize() for w in words) + parts[1].capitalize() if parts and words else None
 
     def _idf(self, names: Mapping[str, np.ndarray], identifier: str) -> float:
         """An identifier's weight: rarer in the corpus weighs more (a name's carriers are its BM25 rows)."""
@@ -972,6 +992,9 @@ class _IdentifierLookup:
         self._names = sorted(self._code)
         self._chunks = max(len(lists), 1)
         self._key_parts = frozenset(part for name in self._names if "." in name for part in name.split("."))
+        # Error names run together (`groupauthorizationfailed`), as a lower-case typist writes their classes.
+        self._by_joined = {name.replace("_", ""): name for name in self._names if _ERROR_NAME.fullmatch(name)}
+        self._joined = sorted(self._by_joined)
 
     def rows(self, identifier: str) -> np.ndarray:
         code = self._code.get(identifier)
@@ -1029,6 +1052,21 @@ class _IdentifierLookup:
             if "_" not in other[len(prefix) :]:
                 one_more.append(other)
         return one_more[0] if len(one_more) == 1 else None
+
+    def error_words(self, joined: str) -> tuple[str, ...] | None:
+        """The words that `joined`, an exception class's stem typed in lower case (`groupauthorization`), runs
+        together, read from the carried error name it stands for as `error_name` reads one: all its words, or all
+        but one more last word (`GROUP_AUTHORIZATION_FAILED`)."""
+        found: list[tuple[str, ...]] = []
+        for position in range(bisect.bisect_left(self._joined, joined), len(self._joined)):
+            other = self._joined[position]
+            if not other.startswith(joined):
+                break
+            words = tuple(self._by_joined[other].split("_"))
+            for kept in (words, words[:-1]):
+                if "".join(kept) == joined and kept not in found:
+                    found.append(kept)
+        return found[0] if len(found) == 1 else None
 
     def idf(self, identifier: str) -> float:
         carriers = len(self.rows(identifier))

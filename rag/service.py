@@ -358,7 +358,10 @@ class Assistant:
                 return None  # `parse_query` rewrites it as it does without the LLM
 
         # Without the LLM, `parse_query` rewrites a follow-up itself and keeps what it carries over as context.
-        query = parse_query(question, history, self.settings.max_question_chars, llm_rewrite if use_llm else None)
+        spelling = retriever.corpus_spelling  # a name typed in lower case is read as the corpus writes it
+        query = parse_query(
+            question, history, self.settings.max_question_chars, llm_rewrite if use_llm else None, spelling=spelling
+        )
         if query.trimmed:
             notes.insert(0, TRIMMED_NOTE)
         timings["parse"] = elapsed_ms(started)
@@ -373,7 +376,7 @@ class Assistant:
         leans = may_lean and self._leans_on_history(question, ranked)
         if leans or (may_lean and math.isfinite(self.settings.followup_lean_margin)):
             started = time.perf_counter()
-            leaning = parse_query(question, history, self.settings.max_question_chars, leaning=True)
+            leaning = parse_query(question, history, self.settings.max_question_chars, leaning=True, spelling=spelling)
             query, ranked = self._read_otherwise(retriever, leaning, query, ranked, k, mode, preferred=leans)
             timings["leaning"] = elapsed_ms(started)
         # One that goes on from the conversation with a subject of its own ("and how do I make each poll return
@@ -384,7 +387,7 @@ class Assistant:
             and continues_with_own_subject(question, history, self.settings.followup_max_terms)
         ):
             started = time.perf_counter()
-            alone = parse_query(question, (), self.settings.max_question_chars)
+            alone = parse_query(question, (), self.settings.max_question_chars, spelling=spelling)
             query, ranked = self._read_otherwise(retriever, alone, query, ranked, k, mode)
             timings["alone"] = elapsed_ms(started)
         notes += [READ_AS_NOTE.format(wrong=wrong, right=right) for wrong, right in ranked.pool.query.read_as]

@@ -344,6 +344,26 @@ def test_a_key_spelt_in_capitals_is_answered_by_its_entry(docs):
     assert "`max.poll.interval.ms`" in answer.text and "300000" in answer.text, shown(answer)
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "why do my consumers keep getting NotLeaderOrFollowerException after a broker restart",  # CamelCase in docs
+        "producer fails with InvalidProducerEpochException, what does it mean",  # the docs name its error only
+        "the UnderReplicatedPartitions metric is above zero on one broker, what should I check",  # a metric
+        "consumer logs org.apache.kafka.common.errors.UnknownMemberIdException: The coordinator is not aware of "
+        "this member",  # a class at the end of its package path
+    ],
+)
+def test_a_question_typed_in_lower_case_is_answered_as_with_its_names_capitals(docs, question):
+    """Typed all in lower case, the names lose the capitals the parse reads them by: the lower-case questions
+    were declined or led by another page (`casing.corpus_cased`)."""
+    written, lower = docs.ask(question), docs.ask(question.lower())
+    assert not written.abstained, shown(written)
+    assert not lower.abstained, shown(lower)
+    assert lower.citations[0].passage == written.citations[0].passage, f"{shown(written)}\n\n{shown(lower)}"
+    assert lower.text.split("\n")[0] == written.text.split("\n")[0], f"{shown(written)}\n\n{shown(lower)}"
+
+
 def test_a_misspelt_key_is_answered_by_its_entry(docs):
     answer = docs.ask("max.pol.interval.ms default")  # declined as a key the docs lack, before
     assert not answer.abstained, shown(answer)

@@ -768,3 +768,28 @@ def test_rows_read_together_equal_rows_read_one_by_one_across_record_batches(ret
     records = retriever._records(rows)
     assert list(records) == rows
     assert records == {row: chunks.slice(row, 1).to_pylist()[0] for row in rows}
+
+
+@pytest.mark.parametrize(
+    ("word", "spelt"),
+    [
+        ("producerfencedexception", "ProducerFencedException"),  # as a chunk writes it
+        ("streamthread", "StreamThread"),
+        ("invalid_record_state", "INVALID_RECORD_STATE"),
+        ("invalidrecordstateexception", "InvalidRecordStateException"),  # no chunk names it; its error is carried
+        ("unknownservererror", "UnknownServerError"),  # UNKNOWN_SERVER_ERROR
+        ("groupauthorizationexception", None),  # neither it nor its error is in the seeds
+        ("flurbo", None),
+    ],
+)
+def test_the_corpus_spelling_of_a_word_is_how_a_chunk_writes_it_or_the_class_of_a_carried_error(retriever, word, spelt):
+    assert retriever.corpus_spelling(word) == spelt
+
+
+def test_a_question_parsed_with_the_corpus_spelling_names_the_error_its_lower_case_class_stands_for(retriever):
+    typed = "share consumer logs invalidrecordstateexception on acknowledge"
+    assert {i.name for i in parse_query(typed).identifiers} == set()
+    query = parse_query(typed, spelling=retriever.corpus_spelling)
+    assert "invalidrecordstateexception" in {i.name for i in query.identifiers}
+    assert "invalid_record_state" in {i.name for i in query.error_names}
+    assert query.question == typed
