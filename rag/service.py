@@ -20,6 +20,7 @@ started with, and its Answer names that version.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -358,7 +359,8 @@ class Assistant:
                 return None  # `parse_query` rewrites it as it does without the LLM
 
         # Without the LLM, `parse_query` rewrites a follow-up itself and keeps what it carries over as context.
-        spelling = retriever.corpus_spelling  # a name typed in lower case is read as the corpus writes it
+        # A name typed in lower case is read as the corpus writes it; each word looked up once per question.
+        spelling = functools.cache(retriever.corpus_spelling)
         query = parse_query(
             question, history, self.settings.max_question_chars, llm_rewrite if use_llm else None, spelling=spelling
         )
