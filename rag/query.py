@@ -820,7 +820,7 @@ def _misused_command(placed: Sequence[tuple[str, str]]) -> bool:
 _LONG_FLAGS = re.compile(r"(?<![\w-])--[a-z][\w-]*")
 _NAMED_OPTION = re.compile(rf"{_LONG_FLAGS.pattern}|\"\[[a-z][\w-]*\]\"")  # a flag, or joptsimple's "[name]"
 # The first word of a message: the line's, or the one after a colon ("…Exception: zookeeper is not …").
-_MESSAGE_START = re.compile(r"(?:^|:\s+)([a-z][\w-]*)(?=\s)")
+_MESSAGE_START = re.compile(r"(?:^|:\s+)([A-Za-z][\w-]*)(?=\s)")
 
 
 # A plain word of prose as a name or a title writes it (`Consumer`, `CONSUMER`), and any such word: not a key,

@@ -67,10 +67,12 @@ LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's le
 NAMED_ENTRIES = 8  # reference entries read for the names the answer's passages use (`Retriever.named_entries`)
 ENTRIES_PER_NAME = 3  # ... of one name: its pages (the broker's, the topic's and the producer's `compression.type`)
 ENTRY_READS = 16  # chunks defining one name read for its entries
+SPELLING_CHUNKS = 16  # chunks read for how the corpus writes a word (`Retriever.corpus_spelling`)
 MAX_RESPELT_KEYS = 64  # of a question's identifiers, those looked up as a misspelt key (~0.4 ms each)
 HEADING_CACHE = 16_384  # tokenized heading paths kept: a bounded few MB, whatever the corpus size
 # A lower-case word standing alone; the dot that ends its sentence is none of a file name's ("… the partiton.").
 _PLAIN_WORD = re.compile(r"(?<![\w.\-/@$`'\"&=?])[a-z]+(?![\w\-/@$`'\"&=]|\.[\w\-/@$])")
+_INSIDE_SENTENCE = re.compile(r"[a-z0-9,;]\s$")  # what stands before a word inside a sentence: "… the Kafka"
 _NUMBER = re.compile(r"[\d.,_:-]+")  # a token of digits: `412883120`, `1,874.2`, `2.13.0`
 _JOINER = r"[ /_-]?"  # what stands between two words of one name: "Mirror Maker", "SASL/SCRAM", never a sentence end
 _CODE_SHAPED = re.compile(r"^[a-z]+[A-Z]|[A-Za-z0-9][._][A-Za-z]")
@@ -376,16 +378,25 @@ class Retriever:
         return any(tokenize(name) == [token] for name in _CAPITALISED_CAMEL_CASE.findall(text))
 
     def corpus_spelling(self, word: str) -> str | None:
-        """How the first chunk holding `word` as a BM25 token writes it as a word of its own, in whatever case
-        (`casing.corpus_cased`); None when no chunk holds it so."""
+        """How the corpus mostly writes `word` inside its sentences as a word of its own, when not as typed
+        (`casing.corpus_cased`): the commonest spelling in the first `SPELLING_CHUNKS` chunks holding it as a BM25
+        token, of the occurrences that do not open a sentence (of all, when every one does). A sentence's first
+        word is capitalised whatever it is; inside one, `Confluent` and `JMX` keep their capitals where `consumer`
+        does not. None when no chunk holds it so."""
         tokens = tokenize(word)
-        rows = rows_with(self.index.bm25, tokens[0]) if tokens else None
+        rows = rows_with(self.index.bm25, tokens[0])[:SPELLING_CHUNKS] if tokens else None
         if rows is not None and len(rows):
-            record = self._record(int(rows[0]))
-            text = lexical_text(record["section_path"], record["text"])  # what BM25 read the token from
-            match = re.search(rf"(?<![\w.$/@-]){re.escape(word)}(?![\w$/@-]|\.\w)", text, re.IGNORECASE)
-            if match and match.group(0) != word:
-                return match.group(0)
+            pattern = re.compile(rf"(?<![\w.$/@-]){re.escape(word)}(?![\w$/@-]|\.\w)", re.IGNORECASE)
+            inside, opening = Counter[str](), Counter[str]()
+            for record in self._records(rows.tolist()).values():
+                text = lexical_text(record["section_path"], record["text"])  # what BM25 read the token from
+                for match in pattern.finditer(text):
+                    within = _INSIDE_SENTENCE.search(text[max(0, match.start() - 2) : match.start()])
+                    (inside if within else opening)[match.group(0)] += 1
+            if spellings := (inside or opening):
+                spelt = spellings.most_common(1)[0][0]
+                if spelt != word:
+                    return spelt
         # An exception class the corpus knows by its error's name: `groupauthorizationexception` is
         # `GroupAuthorizationException` where the corpus carries `GROUP_AUTHORIZATION_FAILED`.
         parts = class_name_parts(word)

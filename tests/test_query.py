@@ -512,6 +512,7 @@ def test_an_error_a_tool_printed_into_a_code_block_is_an_error_line():
     [
         'Exception in thread "main" joptsimple.UnrecognizedOptionException: zookeeper is not a recognized option',
         "zookeeper is not a recognized option",  # the tool's output line, with no error word
+        "Exception: ZooKeeper is not a recognized option",  # a flag's word in another case (a name's, respelt)
         "WARN: No action will be performed as the --execute option is missing.",  # another option of the tool
         'Missing required argument "[bootstrap-server]"',  # an option as joptsimple quotes it
     ],

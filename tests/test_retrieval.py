@@ -780,6 +780,9 @@ def test_rows_read_together_equal_rows_read_one_by_one_across_record_batches(ret
         ("unknownservererror", "UnknownServerError"),  # UNKNOWN_SERVER_ERROR
         ("groupauthorizationexception", None),  # neither it nor its error is in the seeds
         ("flurbo", None),
+        ("kafka", "Kafka"),  # capitalised inside the seeds' sentences
+        ("jmx", "JMX"),
+        ("consumer", None),  # capitalised only where a sentence opens
     ],
 )
 def test_the_corpus_spelling_of_a_word_is_how_a_chunk_writes_it_or_the_class_of_a_carried_error(retriever, word, spelt):
