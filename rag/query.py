@@ -811,7 +811,7 @@ def _misused_command(placed: Sequence[tuple[str, str]]) -> bool:
         for message in printed:
             if _NAMED_OPTION.search(message):
                 return True
-            if any(start.lower() in flags for start in _MESSAGE_START.findall(message)):
+            if any(_names_flag(start, flags) for start in _MESSAGE_START.findall(message)):
                 return True
         after_command = place == "command"
     return False
@@ -821,6 +821,13 @@ _LONG_FLAGS = re.compile(r"(?<![\w-])--[a-z][\w-]*")
 _NAMED_OPTION = re.compile(rf"{_LONG_FLAGS.pattern}|\"\[[a-z][\w-]*\]\"")  # a flag, or joptsimple's "[name]"
 # The first word of a message: the line's, or the one after a colon ("…Exception: zookeeper is not …").
 _MESSAGE_START = re.compile(r"(?:^|:\s+)([A-Za-z][\w-]*)(?=\s)")
+
+
+def _names_flag(word: str, flags: set[str]) -> bool:
+    """Whether a message's first word is one of `flags` spelt bare: as typed (`zookeeper`), or as the corpus
+    writes the name (`ZooKeeper`, `corpus_cased`), but not capitalised as any sentence's first word is ("Topic t
+    not present in metadata" after `--topic t`)."""
+    return word.lower() in flags and word != word.capitalize()
 
 
 # A plain word of prose as a name or a title writes it (`Consumer`, `CONSUMER`), and any such word: not a key,
