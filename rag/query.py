@@ -825,9 +825,10 @@ _MESSAGE_START = re.compile(r"(?:^|:\s+)([A-Za-z][\w-]*)(?=\s)")
 
 def _names_flag(word: str, flags: set[str]) -> bool:
     """Whether a message's first word is one of `flags` spelt bare: as typed (`zookeeper`), or as the corpus
-    writes the name (`ZooKeeper`, `corpus_cased`), but not capitalised as any sentence's first word is ("Topic t
-    not present in metadata" after `--topic t`)."""
-    return word.lower() in flags and word != word.capitalize()
+    writes the name (`ZooKeeper`, `corpus_cased`); not capitalised as any sentence's first word is ("Topic t not
+    present in metadata" after `--topic t`), nor in capitals as a column heading is (`GROUP  TOPIC  PARTITION`
+    in the output of `kafka-consumer-groups.sh --describe --group g`)."""
+    return word.lower() in flags and (word.islower() or (not word.isupper() and word != word.capitalize()))
 
 
 # A plain word of prose as a name or a title writes it (`Consumer`, `CONSUMER`), and any such word: not a key,

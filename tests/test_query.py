@@ -535,6 +535,17 @@ def test_a_command_whose_output_names_no_option_stays_context():
     assert "kafka-topics" not in query.tokens
 
 
+def test_a_column_heading_the_command_printed_names_no_option():
+    """`GROUP` heads a column of `--describe --group`'s output: a heading in capitals, not the bare `--group` of a
+    usage error, so the tool stays context."""
+    query = parse_query(
+        "lag keeps climbing:\n```\n$ kafka-consumer-groups.sh --bootstrap-server k:9092 --describe --group g\n"
+        "GROUP  TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG\ng  t  0  10  20  10\n```\nwhich number is right?"
+    )
+    assert ("kafka-consumer-groups", "command") in {(i.name, i.place) for i in query.identifiers}
+    assert "kafka-consumer-groups" not in query.tokens
+
+
 def test_command_line_is_dropped_from_the_text_when_the_paste_has_an_error_line():
     query = parse_query(f"{PRODUCER_COMMAND}\n{METADATA_WARN}")
     assert "UNKNOWN_TOPIC_OR_PARTITION" in query.text
