@@ -113,6 +113,12 @@ _ERROR_CALL = re.compile(
 _ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exception|Error)\b", re.I)
 # A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …",
 # and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
+_PROMPT = re.compile(r"^\s*[$>#%]\s")  # a shell's prompt: what follows it is pasted as run
+_TOKEN = re.compile(r"\S+")
+_OPTION = re.compile(r"--?[A-Za-z]")
+_PLAIN_WORD = re.compile(r"[a-z]+")
+# Four words of letters in a row, the first in lower case: prose, which no command line holds.
+_OWN_WORDS = re.compile(r"(?<![-\w./=:@$`'\"])[a-z]+(?:[ \t]+[A-Za-z]+){3}\b(?![-./=:@_\w])")
 _ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:({]")
 # Where a printed error may start inside a line: its exception class, qualified or not, or its error name.
 _PRINTED_ERROR = re.compile(r"(?<![\w$.])(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
@@ -985,7 +991,7 @@ def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
 
 def _command_and_error(line: str) -> tuple[str, ...]:
     head = line[:MAX_LINE_CHARS]
-    command = bool(_COMMAND_LINE.match(head))
+    command = _COMMAND_LINE.match(head)
     if command or line_place(head) == "question":
         for match in _PRINTED_ERROR.finditer(head, 1):
             if not _ERROR_MESSAGE.match(head[match.start() :]):
@@ -993,7 +999,32 @@ def _command_and_error(line: str) -> tuple[str, ...]:
             if command or _labels(head[: match.start()]):
                 return line[: match.start()], line[match.start() :]
             break  # the user's sentence names or quotes its error ("… raises `KafkaException: KafkaError{…}`. What …?")
+    if command and not _PROMPT.match(head) and (words := _words_after_options(head, command.end())) is not None:
+        return line[:words], line[words:]
     return (line,)
+
+
+def _words_after_options(line: str, start: int) -> int | None:
+    """Where the user's own words begin on a line that opens with a program and its options, not a prompt: at
+    a lower-case word, after nothing but options and their values, that opens four words of letters in a row
+    ("kafka-acls.sh --add fails with SecurityDisabledException on a fresh cluster"), or at the first word that
+    is neither an option nor its value when it is a plain lower-case word and such a run follows ("java clients
+    using SASL/OAUTHBEARER … gets invalid_client from the token endpoint"). A command line holds no such run;
+    what a tool printed after it opens in capitals ("Option … can't be used with option …") and stays with the
+    command, and so does a subcommand ("kafka-storage.sh format -t …")."""
+    expects_value = False
+    for token in _TOKEN.finditer(line, start):
+        if _OPTION.match(token.group()):
+            expects_value = "=" not in token.group()
+        elif _OWN_WORDS.match(line, token.start()):
+            return token.start()
+        elif expects_value:
+            expects_value = False
+        else:
+            return (
+                token.start() if _PLAIN_WORD.fullmatch(token.group()) and _OWN_WORDS.search(line, token.end()) else None
+            )
+    return None
 
 
 def _labels(words: str) -> bool:

@@ -660,6 +660,44 @@ def test_a_sentence_that_names_or_quotes_its_error_stays_the_users_own(sentence)
     assert {i.place for i in query.identifiers} == {"question"}
 
 
+@pytest.mark.parametrize(
+    ("line", "focus", "context"),
+    [
+        (
+            "kafka-acls.sh --add fails with SecurityDisabledException on a fresh cluster. what did we forget",
+            {"securitydisabledexception"},
+            {"kafka-acls"},
+        ),
+        (
+            "java client on a slim image gets TopicAuthorizationException after the upgrade",
+            {"topicauthorizationexception"},
+            set(),
+        ),
+    ],
+    ids=["tool-then-prose", "java-as-a-word"],
+)
+def test_a_line_that_opens_with_a_program_and_goes_on_in_the_users_words_is_theirs(line, focus, context):
+    """A line placed by its opening program was a command line to its end: the exception the user's own words
+    name was context, and the tool they ran became what the question was about, or nothing was."""
+    query = parse_query(line)
+    assert query.focus_identifiers == focus
+    assert query.context_identifiers == context
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "kafka-topics.sh --bootstrap-server k:9092 --alter --topic t --replication-factor 3 Option "
+        '"[replication-factor]" can\'t be used with option "[alter]"',
+        "$ kafka-acls.sh --add fails with SecurityDisabledException on a fresh cluster",
+        "kafka-storage.sh format -t abc -c config/server.properties",
+    ],
+    ids=["printed-message-in-capitals", "after-a-prompt", "subcommand"],
+)
+def test_a_command_line_and_what_it_printed_stay_one_command_line(line):
+    assert {i.place for i in parse_query(line).identifiers} <= {"command"}
+
+
 def test_a_command_line_with_a_name_that_is_no_printed_error_stays_one_command_line():
     query = parse_query("docker run -e KAFKA_CFG_NODE_ID=0 -e KAFKA_CFG_PROCESS_ROLES=broker apache/kafka")
     assert {i.place for i in query.identifiers} == {"command"}
