@@ -293,7 +293,11 @@ def line_place(line: str) -> str:
     # unless a program comes right before them: the sentence runs a command ("… but kafka-topics.sh --create
     # and kafka-acls --add hung").
     before = words[: flags[0].start()] if flags else ""
-    opens_as_prose = bool(_PROSE_AROUND.search(before)) and not _PROGRAM_BEFORE.search(before)
+    # So does a sentence that names options amid words of its own ("I put --throttle on verify thinking that
+    # keeps the limit in place … where does --throttle belong?"); a tool's help text opens with its option.
+    opens_as_prose = not _PROGRAM_BEFORE.search(before) and (
+        bool(_PROSE_AROUND.search(before)) or (bool(before.strip()) and bool(_OWN_WORDS.search(words)))
+    )
     if _COMMAND_LINE.match(head) or (len(flags) >= 2 and not _ERROR_CALL.search(head) and not opens_as_prose):
         return "command"
     if _is_log_line(head) and not quotes_log(head):

@@ -393,11 +393,26 @@ METADATA_WARN = (
         ("Command must include exactly one action: --generate, --execute, --verify, --cancel, or --list", "question"),
         ("it errors out, complaining that --delete-config can't be combined with --bootstrap-server", "question"),
         ("kafka-topics --create --topic t --partitions 3", "command"),
+        # ... and so are options amid the user's own words, wherever those stand; help text opens with its option
+        ("I put --throttle on verify thinking it keeps the limit. where does --throttle belong?", "question"),
+        ("ok so --describe --members shows nothing for this group", "question"),
+        ("--describe --members --group billing", "command"),
         ("zk lost quorum for 15 minutes and kafka-topics.sh --create and kafka-acls --add hung. expected?", "command"),
     ],
 )
 def test_line_place(line, place):
     assert line_place(line) == place
+
+
+def test_a_sentence_naming_options_after_a_paste_is_searched():
+    """The user's asking line after the paste was read as a command line by its two options, and dropped from
+    what is searched: only the tool's message was left."""
+    query = parse_query(
+        "```\n$ kafka-reassign-partitions.sh --bootstrap-server k:9092 --verify --reassignment-json-file r.json "
+        '--throttle 80000000\nOption "[throttle]" can\'t be used with action "[verify]"\n```\n'
+        "I put --throttle on verify thinking that keeps the limit in place. where does --throttle belong?"
+    )
+    assert "where does --throttle belong" in query.text
 
 
 def test_names_written_as_code_in_the_asking_sentence_are_asked_names():
