@@ -113,6 +113,8 @@ _ERROR_CALL = re.compile(
 _ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exception|Error)\b", re.I)
 # A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …",
 # and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
+# The last sentence of a line, when it asks: "… failed: INVALID_RECORD_STATE. what did my consumer do wrong?"
+_ASKING_TAIL = re.compile(r"(?:(?<=[.!])|\s--)\s+(?P<ask>(?:[^.!?\n]|\.(?=\S))+\?)\s*$")
 _PROMPT = re.compile(r"^\s*[$>#%]\s")  # a shell's prompt: what follows it is pasted as run
 _TOKEN = re.compile(r"\S+")
 _OPTION = re.compile(r"--?[A-Za-z]")
@@ -984,16 +986,18 @@ def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
     raised ("kafka-topics.sh --create fails with InvalidReplicationFactorException: Replication factor: 3 …")
     is two lines: the command, context, and the printed error, what the question is about. So is the user's
     label of the error they paste after it ("SSL handshake failed: javax.net.ssl.SSLHandshakeException: No
-    subject alternative names …"): their words, and the error, whose class the docs may never name."""
+    subject alternative names …"): their words, and the error, whose class the docs may never name. So is a
+    command line that goes on in the user's words, and an error line that ends in their question ("…
+    failed: INVALID_RECORD_STATE. what did my consumer do wrong?")."""
     fenced = False
     for line in text[:400_000].split("\n"):
         if line.lstrip().startswith("```"):
             fenced = not fenced
         elif line.strip():
-            yield from ((part, fenced) for part in _command_and_error(line))
+            yield from ((part, fenced) for part in _line_parts(line))
 
 
-def _command_and_error(line: str) -> tuple[str, ...]:
+def _line_parts(line: str) -> tuple[str, ...]:
     head = line[:MAX_LINE_CHARS]
     command = _COMMAND_LINE.match(head)
     if command or line_place(head) == "question":
@@ -1005,6 +1009,8 @@ def _command_and_error(line: str) -> tuple[str, ...]:
             break  # the user's sentence names or quotes its error ("… raises `KafkaException: KafkaError{…}`. What …?")
     if command and not _PROMPT.match(head) and (words := _words_after_options(head, command.end())) is not None:
         return line[:words], line[words:]
+    if (asking := _ASKING_TAIL.search(head)) and line_place(head) == "error":
+        return line[: asking.start("ask")], line[asking.start("ask") :]
     return (line,)
 
 

@@ -415,6 +415,17 @@ def test_a_sentence_naming_options_after_a_paste_is_searched():
     assert "where does --throttle belong" in query.text
 
 
+def test_a_question_typed_after_the_error_on_its_line_is_the_users_own():
+    """The error line ran to the end of the line, so the product the user's own question names was never read
+    as asked about: an error Kafka's docs describe, asked of another product, was answered."""
+    query = parse_query(
+        "org.apache.kafka.common.errors.RecordTooLargeException: The message is 2000000 bytes when serialized "
+        "which is larger than 1048576. can Redpanda Console show which producer sent it?"
+    )
+    assert {"Redpanda", "Console"} <= set(query.asked_names)
+    assert {i.place for i in query.identifiers if i.name == "recordtoolargeexception"} == {"error"}
+
+
 def test_names_written_as_code_in_the_asking_sentence_are_asked_names():
     query = parse_query("coming from NATS: what do `max_ack_pending` and `ackWait()` do, and is `retention.ms` alike?")
     assert {"max_ack_pending", "ackWait"} <= set(query.asked_names)
