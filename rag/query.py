@@ -111,8 +111,6 @@ _ERROR_CALL = re.compile(
 # A word that marks a line a tool printed into the user's code block as an error: "Error: Assignments can only be
 # reset if the group … is inactive", "Error completing leader election (PREFERRED) for partition …".
 _ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exception|Error)\b", re.I)
-# A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …",
-# and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
 # The last sentence of a line, when it asks: "… failed: INVALID_RECORD_STATE. what did my consumer do wrong?"
 _ASKING_TAIL = re.compile(r"(?:(?<=[.!])|\s--)\s+(?P<ask>(?:[^.!?\n]|\.(?=\S))+\?)\s*$")
 _PROMPT = re.compile(r"^\s*[$>#%]\s")  # a shell's prompt: what follows it is pasted as run
@@ -121,6 +119,8 @@ _OPTION = re.compile(r"--?[A-Za-z]")
 _PLAIN_WORD = re.compile(r"[a-z]+")
 # Four words of letters in a row, the first in lower case: prose, which no command line holds.
 _OWN_WORDS = re.compile(r"(?<![-\w./=:@$`'\"])[a-z]+(?:[ \t]+[A-Za-z]+){3}\b(?![-./=:@_\w])")
+# A printed error rather than a sentence about one: "SomeException: message", "ERROR_NAME: …", "Error: …",
+# and an error object as a client prints it: `KafkaError{code=INVALID_REQUIRED_ACKS,val=21,…}` (librdkafka's).
 _ERROR_MESSAGE = re.compile(r"^\s*(?:[\w$]+\.)*(?:[\w$]*(?:Exception|Error)|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b\s*[:({]")
 # Where a printed error may start inside a line: its exception class, qualified or not, or its error name.
 _PRINTED_ERROR = re.compile(r"(?<![\w$.])(?:[\w$]+\.)*[\w$]*(?:Exception|Error)\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
