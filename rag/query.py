@@ -1000,7 +1000,8 @@ def _lines_and_fences(text: str) -> Iterator[tuple[str, bool]]:
 def _line_parts(line: str) -> tuple[str, ...]:
     head = line[:MAX_LINE_CHARS]
     command = _COMMAND_LINE.match(head)
-    if command or line_place(head) == "question":
+    place = line_place(head)
+    if command or place == "question":
         for match in _PRINTED_ERROR.finditer(head, 1):
             if not _ERROR_MESSAGE.match(head[match.start() :]):
                 continue
@@ -1009,7 +1010,7 @@ def _line_parts(line: str) -> tuple[str, ...]:
             break  # the user's sentence names or quotes its error ("… raises `KafkaException: KafkaError{…}`. What …?")
     if command and not _PROMPT.match(head) and (words := _words_after_options(head, command.end())) is not None:
         return line[:words], line[words:]
-    if (asking := _ASKING_TAIL.search(head)) and line_place(head) == "error":
+    if place == "error" and (asking := _ASKING_TAIL.search(head)):
         return line[: asking.start("ask")], line[asking.start("ask") :]
     return (line,)
 
