@@ -23,7 +23,7 @@ import functools
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +54,11 @@ class Embedder(Protocol):
 
     def knows_word(self, word: str) -> bool:
         """Whether the model's tokenizer reads `word` as one token: a word of the text it learned from."""
+        ...
+
+    def read_chars(self, text: str) -> int:
+        """How many characters of `text` the model reads: all of them, or as far as its `max_seq_length` of
+        word pieces reaches (a longer text's tail is in neither its vector nor its token vectors)."""
         ...
 
 
@@ -177,6 +182,20 @@ class SentenceTransformerEmbedder:
 
     def knows_word(self, word: str) -> bool:
         return len(self._model.tokenizer(word, add_special_tokens=False)["input_ids"]) == 1
+
+    def read_chars(self, text: str) -> int:
+        stripped = text.strip()  # as sentence-transformers tokenizes it
+        encoded = self._model.tokenizer(
+            stripped, truncation=True, max_length=self._model.max_seq_length, return_offsets_mapping=True
+        )
+        return chars_read(text, stripped, encoded["offset_mapping"])
+
+
+def chars_read(text: str, stripped: str, offsets: Sequence[tuple[int, int]]) -> int:
+    """`Embedder.read_chars` from the (start, end) offsets into `stripped` (`text` stripped) of the word pieces a
+    tokenizer kept; special tokens have (0, 0)."""
+    end = max((stop for _, stop in offsets), default=0)
+    return len(text) if end >= len(stripped) else len(text) - len(text.lstrip()) + end
 
 
 def normalised_rows(matrix: np.ndarray) -> np.ndarray:

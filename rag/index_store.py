@@ -57,7 +57,9 @@ UNIT_OFFSETS_FILE = "unit_offsets.i64"
 TOKENS_FILE = "tokens.i8"
 TOKEN_OFFSETS_FILE = "token_offsets.i64"
 TOKEN_BASIS_FILE = "token_basis.npz"
-TOKENS_VERSION = 2  # how token vectors are made and stored (2: int8 codes): an index of another is built again
+# How token vectors are made and stored (2: int8 codes; 3: a long chunk's tail from its units): an index of
+# another version is built again.
+TOKENS_VERSION = 3
 FAISS_FILE = "faiss.index"
 UNITS_FAISS_FILE = "units.faiss"
 SYNTHETIC_FILE = "synthetic_queries.parquet"

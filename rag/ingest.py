@@ -50,7 +50,7 @@ from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
 from rag.tokens import BASIS_SAMPLE, TokenBasis
-from rag.units import UNITS_VERSION, unit_texts
+from rag.units import UNITS_VERSION, build_units, unit_texts
 from rag.versions import prune_versions, remove_dead_staging
 
 ROWS_PER_ENCODE = 256  # chunk rows per encode round (with their evidence units): enough to sort texts by length
@@ -189,7 +189,8 @@ def embed_rows(
 ) -> Iterator[dict[str, Any]]:
     """Fill `vector`, `unit_vectors` (one per `rag.units.build_units` unit) and `token_codes` (`rag.tokens`)
     on chunk rows not in `known_ids`; `config.chunk_vectors` says how a chunk's vector is made (`chunk_texts`).
-    A chunk's tokens are those of its own text, or under "unit-mean" its units' tokens in turn, coded in
+    A chunk's tokens are those of its own text as far as the model reads it, then those of the units it did
+    not read whole (`unread_units`), or under "unit-mean" its units' tokens in turn, coded in
     `config.token_basis` (a `ValueError` without one).
 
     Evidence units are embedded here, once, so answering a question only has to embed the question.
@@ -221,7 +222,11 @@ def embed_rows(
             position += count
             unit_vectors = row_vectors[len(own) :]
             vector = row_vectors[0] if own else chunk_vector(unit_vectors)
-            words = row_tokens[0] if own else np.concatenate([*row_tokens, np.zeros((0, vectors.shape[1]))])
+            if own:
+                tail = unread_units(row, embedder.read_chars(own[0]))
+                words = np.concatenate([row_tokens[0], *(row_tokens[len(own) + i] for i in tail)])
+            else:
+                words = np.concatenate([*row_tokens, np.zeros((0, vectors.shape[1]))])
             yield {
                 **row,
                 "vector": vector.tolist(),
@@ -262,6 +267,21 @@ def chunk_texts(row: Mapping[str, Any], chunk_vectors: str) -> tuple[list[str], 
     units = unit_texts(text, section_path, row["continues_code"])
     own = [] if chunk_vectors == "unit-mean" and units else [dense_text(section_path, text)]
     return own, units
+
+
+def unread_units(row: Mapping[str, Any], read_chars: int) -> list[int]:
+    """The positions (`rag.units.build_units` order) of the chunk row's units that the model, reading its own
+    text (`dense_text`) only `read_chars` characters far, did not read whole.
+
+    The model reads 256 word pieces; about three in ten chunks of the Kafka docs are longer, and their
+    tail would be in none of their token vectors, which late interaction (`rag.tokens`) ranks by. Their
+    units are encoded anyway, each in full, so their tokens stand in for the tail's."""
+    text, section_path = row["text"], row["section_path"]
+    read = text[: max(0, read_chars - (len(dense_text(section_path, text)) - len(text)))]
+    if len(read) == len(text):
+        return []
+    units = build_units(text, section_path[-1] if section_path else "", row["continues_code"])
+    return [i for i, unit in enumerate(units) if not all(part in read for part in unit.parts)]
 
 
 def planned_texts(rows: Iterable[Mapping[str, Any]], config: IngestConfig) -> int:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.embedding import normalised_rows
+from rag.embedding import chars_read, normalised_rows
 from rag.errors import EmbeddingError
 
 EXPORT_FORMAT = "torchscript-opset17-eager-attention-v1"  # part of the cache key: change it to re-export
@@ -246,6 +246,12 @@ class OnnxEmbedder:
     def knows_word(self, word: str) -> bool:
         with self._lock:
             return len(self._tokenizer.encode(word, add_special_tokens=False).ids) == 1
+
+    def read_chars(self, text: str) -> int:
+        stripped = text.strip()  # as `_encode` encodes it
+        with self._lock:
+            offsets = self._tokenizer.encode(stripped).offsets
+        return chars_read(text, stripped, offsets)
 
     def _encode(self, texts: list[str], batch_size: int, with_tokens: bool) -> tuple[np.ndarray, list[np.ndarray]]:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)

@@ -6,6 +6,10 @@ and Zaharia 2020): for every token of the question, its best cosine with any tok
 over the question's tokens. It is a ranking feature (`rag.ranking.RANK_FEATURES`), not a retriever.
 
 Token vectors come from the forward pass that makes the chunk's vector (`Embedder.encode_with_tokens`).
+The model reads 256 word pieces; for a longer chunk (three in ten of the Kafka docs') they are followed by
+the tokens of the evidence units its read part does not hold whole (`rag.ingest.unread_units`), so a
+question about a long chunk's tail finds it too (token vectors version 3; the ranker refitted on them,
+cross-validated hit@1 0.585 -> 0.592, eighty-fifth and eighty-sixth sessions, `evals/reports/quality_history.md`).
 Each index projects them onto its own 128 principal directions (`TokenBasis`) and stores each direction
 as one signed byte (`TokenBasis.codes`, int8): 128 bytes a token, half of those directions as float16 and
 a twelfth of the model's float32 vector, and every candidate is scored in one matrix product of its codes

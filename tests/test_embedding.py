@@ -141,6 +141,24 @@ def test_token_vectors_come_with_the_vectors_one_per_word_piece(embedder, torch_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "torch"])
+def test_read_chars_is_how_far_the_model_reads_a_text(embedder, torch_embedder, backend):
+    """A text that fits is read whole; a longer one as far as its last word piece kept, so the model's tokens
+    of the text are those of that prefix, and the rest is what it never saw."""
+    model = embedder if backend == "onnx" else torch_embedder
+    for text in TOKEN_TEXTS[:-1]:
+        assert model.read_chars(text) == len(text), text
+    long_text = "  " + TOKEN_TEXTS[-1]
+    read = model.read_chars(long_text)
+    assert 0 < read < len(long_text) and long_text[read - 1].isalpha()
+    whole, prefix, more = model.encode_with_tokens([long_text, long_text[:read], long_text[: read + 12]])[1]
+    assert len(whole) == len(prefix) == len(more) == 254
+    assert len(model.encode_with_tokens([long_text[: read - 20]])[1][0]) < 254
+    np.testing.assert_allclose(whole, prefix, atol=1e-4)
+    assert model.read_chars(long_text) == (embedder if backend == "torch" else torch_embedder).read_chars(long_text)
+
+
+@pytest.mark.slow
 def test_the_backends_token_vectors_agree(embedder, torch_embedder):
     onnx_vectors, onnx_tokens = embedder.encode_with_tokens(TOKEN_TEXTS)
     torch_vectors, torch_tokens = torch_embedder.encode_with_tokens(TOKEN_TEXTS)
@@ -166,6 +184,9 @@ class _CountingEmbedder:
 
     def knows_word(self, word):
         return self.embedder.knows_word(word)
+
+    def read_chars(self, text):
+        return self.embedder.read_chars(text)
 
 
 @pytest.mark.slow

@@ -41,11 +41,12 @@ from rag.ingest import (
     planned_texts,
     run_ingest,
     scan_sources,
+    unread_units,
 )
 from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count
 from rag.settings import DEFAULT_MODEL, Settings
-from rag.tokens import CODE_LIMIT, TokenBasis
+from rag.tokens import CODE_LIMIT, TokenBasis, late_interaction, token_codes
 from rag.units import UNITS_VERSION, unit_texts
 from tests.conftest import SEEDS, default_ingest_config, run_kafka_rag
 
@@ -210,10 +211,19 @@ def test_full_ingest_chunk_table_and_vectors(built):
         "count": int(loaded.token_offsets[-1]),
         "dimensions": 128,
     }
-    _, fresh_tokens = embedder.encode_with_tokens([dense_text(r["section_path"], r["text"]) for r in sample])
+    # A chunk longer than the model reads has its unread units' tokens after them (`unread_units`).
+    fresh_tokens = []
+    for row in sample:
+        own = dense_text(row["section_path"], row["text"])
+        _, (own_tokens, *unit_tokens) = embedder.encode_with_tokens(
+            [own, *unit_texts(row["text"], row["section_path"])]
+        )
+        tail = unread_units(row, embedder.read_chars(own))
+        fresh_tokens.append(np.concatenate([own_tokens, *(unit_tokens[i] for i in tail)]))
     positions = [rows.index(r) for r in sample]
     stored, offsets = loaded.token_vectors(positions)
     assert np.diff(offsets).tolist() == [len(t) for t in fresh_tokens]
+    assert max(np.diff(offsets)) > 254  # the sample holds a chunk longer than the model reads
     coded = loaded.token_basis.codes(np.concatenate(fresh_tokens)).astype(np.float32)
     assert np.abs(stored - coded).max() <= 2  # texts batched otherwise: a last digit apart
     # Few coordinates reach their span: the basis's headroom leaves room for tokens its sample did not hold.
@@ -260,6 +270,47 @@ def test_a_chunk_without_evidence_units_is_encoded_whole_under_unit_mean():
     expected = load_embedder(config.model).encode([dense_text(chunk["section_path"], chunk["text"])])
     np.testing.assert_allclose(embedded["vector"], expected[0], atol=1e-5)
     assert embedded["unit_vectors"] == []
+
+
+_LONG_SECTION = (
+    "# Log retention\n\n"
+    + " ".join(
+        f"Gauge kafka.log:type=LogSegment{n},name=RetainedBytes stays above 0 until it is deleted."
+        for n in range(1, 13)
+    )
+    + " Rejected segments are moved into the quarantine directory for an operator to inspect.\n"
+)
+
+
+def test_a_long_chunks_tokens_reach_past_what_the_model_reads():
+    """The model reads 256 word pieces of a chunk; the units it did not read whole add their tokens, so a
+    question about the chunk's last sentence finds its words (late interaction) as it finds the first's."""
+    rows = list(chunk_files([("retention.md", _LONG_SECTION.encode())], default_ingest_config()))
+    (chunk,) = [r for r in rows if r["kind"] == "chunk"]
+    embedder = load_embedder(default_ingest_config().model)
+    own = dense_text(chunk["section_path"], chunk["text"])
+    units = unit_texts(chunk["text"], chunk["section_path"])
+    read = embedder.read_chars(own)
+    assert read < len(own)
+
+    tail = unread_units(chunk, read)
+
+    assert tail and tail[-1] == len(units) - 1 and 0 not in tail
+    assert all(units[i] not in own[:read] for i in tail)
+    assert all(units[i] in own[:read] for i in range(len(units)) if i not in tail)
+    assert unread_units({**chunk, "text": "Short.", "section_path": ("Log retention",)}, 1000) == []
+    _, (own_tokens, *unit_tokens) = embedder.encode_with_tokens([own, *units])
+    basis = TokenBasis.fit(np.concatenate([own_tokens, *unit_tokens]))
+    config = dataclasses.replace(default_ingest_config(), token_basis=basis)
+
+    (embedded,) = [r for r in embed_rows([chunk], config) if r["kind"] == "chunk"]
+
+    codes = token_codes(embedded["token_codes"], basis.dimensions)
+    assert len(codes) == len(own_tokens) + sum(len(unit_tokens[i]) for i in tail) > 254
+    question = basis.question(embedder.encode_with_tokens(["where do rejected segments go? quarantine?"])[1][0])
+    both = np.asarray([0, len(own_tokens), len(codes)])
+    head_only, whole = late_interaction(question, np.concatenate([codes[: len(own_tokens)], codes]), both)
+    assert whole > head_only + 0.05
 
 
 def test_embed_rows_without_a_token_basis_says_what_it_needs():

@@ -15,12 +15,13 @@ from rag.embedding import load_embedder, model_identity
 from rag.errors import RetrievalError
 from rag.identifiers import MBean
 from rag.index_store import load_index
+from rag.ingest import unread_units
 from rag.lexical import tokenize
 from rag.query import parse_query
 from rag.ranking import RANK_FEATURES, load_ranker, rank
 from rag.retrieval import FirstStage, Retriever, metric_tokens
 from rag.tokens import late_interaction
-from rag.units import build_units
+from rag.units import build_units, unit_texts
 
 pytestmark = pytest.mark.slow
 
@@ -141,17 +142,24 @@ def test_late_interaction_is_the_max_sim_of_the_questions_tokens_with_the_chunks
     index_retriever, stage, question, phrase
 ):
     """Each candidate's feature is the MaxSim of the question's word pieces with its chunk's, as the model
-    makes them for its text under its heading path (at most 256 word pieces), in the index's basis; a
-    chunk saying the question's words scores above every chunk saying none of them."""
+    makes them for its text under its heading path (at most 256 word pieces) followed, for a longer chunk, by
+    those of the evidence units it did not read whole, in the index's basis; a chunk saying the question's
+    words scores above every chunk saying none of them."""
     query = parse_query(question)
     assert index_retriever._spelling_corrected(query).text == query.text  # what the retriever encodes
     pool = index_retriever.retrieve(query, 20, "hybrid", stage)
     embedder, basis = index_retriever._queries._embedder, index_retriever.index.token_basis
     _, (question_tokens,) = embedder.encode_with_tokens([query.embedded_text])
     texts = [dense_text(candidate.passage.section_path, candidate.passage.text) for candidate in pool.candidates]
-    _, tokens = embedder.encode_with_tokens(texts)
+    tokens = []
+    for candidate, text in zip(pool.candidates, texts, strict=True):
+        passage = candidate.passage
+        units = unit_texts(passage.text, passage.section_path, candidate.continues_code)
+        _, (own, *unit_tokens) = embedder.encode_with_tokens([text, *units])
+        row = {"text": passage.text, "section_path": passage.section_path, "continues_code": candidate.continues_code}
+        tokens.append(np.concatenate([own, *(unit_tokens[i] for i in unread_units(row, embedder.read_chars(text)))]))
     counts = [len(t) for t in tokens]
-    assert max(counts) == 254 and min(counts) > 0  # long chunks are cut at the model's 256 word pieces
+    assert max(counts) > 254 and min(counts) > 0  # a long chunk's unread units follow its 256 word pieces
     expected = late_interaction(
         basis.project(question_tokens), basis.project(np.concatenate(tokens)), np.cumsum([0, *counts])
     )
