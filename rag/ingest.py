@@ -50,7 +50,7 @@ from rag.lexical import LEXICAL_VERSION
 from rag.progress import Count, Progress, no_progress
 from rag.settings import Settings
 from rag.tokens import BASIS_SAMPLE, TokenBasis
-from rag.units import UNITS_VERSION, build_units, unit_texts
+from rag.units import UNITS_VERSION, chunk_units, unit_texts
 from rag.versions import prune_versions, remove_dead_staging
 
 ROWS_PER_ENCODE = 256  # chunk rows per encode round (with their evidence units): enough to sort texts by length
@@ -280,7 +280,7 @@ def unread_units(row: Mapping[str, Any], read_chars: int) -> list[int]:
     read = text[: max(0, read_chars - (len(dense_text(section_path, text)) - len(text)))]
     if len(read) == len(text):
         return []
-    units = build_units(text, section_path[-1] if section_path else "", row["continues_code"])
+    units = chunk_units(text, section_path, row["continues_code"])
     return [i for i, unit in enumerate(units) if not all(part in read for part in unit.parts)]
 
 

@@ -183,9 +183,14 @@ def build_units(text: str, heading: str = "", continues_code: bool = False) -> l
     return builder.units()
 
 
+def chunk_units(text: str, section_path: Sequence[str], continues_code: bool = False) -> list[EvidenceUnit]:
+    """A chunk's units (`build_units`) under the last heading of its section path."""
+    return build_units(text, section_path[-1] if section_path else "", continues_code)
+
+
 def unit_texts(text: str, section_path: Sequence[str], continues_code: bool = False) -> list[str]:
     """What ingest embeds for a chunk, one string per unit in `build_units` order."""
-    return [u.matched_text for u in build_units(text, section_path[-1] if section_path else "", continues_code)]
+    return [u.matched_text for u in chunk_units(text, section_path, continues_code)]
 
 
 def inside_fence(text: str) -> bool:
