@@ -105,9 +105,11 @@ MAX_MESSAGE_CHARS = 300
 MAX_MESSAGES = 8  # a paste's first messages: its error and what caused it, not every line of a long log
 MAX_ERROR_LINES = 8  # of a paste, read with the asking sentences (`Query.asking_tokens`)
 MIN_MESSAGE_WORDS = 4  # "Not authorized" or a quoted key is no message
-_ERROR_CALL = re.compile(
-    r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b|\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b"
-)
+_ERROR_MARK = r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b"
+# An error's name as the protocol spells it (`NOT_ENOUGH_REPLICAS`), or any other word so spelt: a security
+# protocol (`SASL_SSL`), an environment variable (`KAFKA_CFG_MAX_CONNECTIONS_PER_IP`), an enum constant.
+_UPPER_SNAKE = re.compile(r"\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b")
+_ERROR_CALL = re.compile(rf"{_ERROR_MARK}|{_UPPER_SNAKE.pattern}")
 # A word that marks a line a tool printed into the user's code block as an error: "Error: Assignments can only be
 # reset if the group … is inactive", "Error completing leader election (PREFERRED) for partition …".
 _ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exception|Error)\b", re.I)
@@ -326,12 +328,15 @@ def parse_query(
     rewrite: Callable[[str, Sequence[Mapping[str, str]]], str | None] | None = None,
     leaning: bool = False,
     spelling: Callable[[str], str | None] | None = None,
+    error_name: Callable[[str], bool] | None = None,
 ) -> Query:
     """The query value for `question`: the one place a question is reduced, rewritten and classified.
     `rewrite` restates a follow-up whole (the LLM's); when it returns None, the follow-up is rewritten here.
     With `leaning`, a question asked in a conversation is read as a follow-up whatever its words. With
     `spelling`, the corpus's spelling of a word (`Retriever.corpus_spelling`), the names typed in lower case are
-    read in the corpus's case (`corpus_cased`)."""
+    read in the corpus's case (`corpus_cased`). With `error_name`, whether the corpus names an error so (a
+    lower-cased name: `Retriever.names_an_error`), a word spelt like an error's name reports one only when it
+    is one."""
     text = users_words(question)
     if spelling is not None:
         text = corpus_cased(text, spelling)
@@ -446,7 +451,7 @@ def parse_query(
         tokens=tuple(tokenize(retrieval_text)),
         identifiers=identifiers,
         trimmed=reduced.trimmed or bool(context_lines and prose_lines),
-        intent=_intent(text, identifiers, own_words, pasted_error, how_to),
+        intent=_intent(text, identifiers, own_words, pasted_error, how_to, error_name),
         names=tuple(dict.fromkeys(names)),
         opening_names=tuple(dict.fromkeys(openers)),
         error_names=tuple(QueryIdentifier(n, p) for n, p in error_places.items() if n not in places),
@@ -1151,16 +1156,31 @@ def _names(text: str) -> tuple[list[str], list[str]]:
 
 
 def _intent(
-    text: str, identifiers: Sequence[QueryIdentifier], own_lines: Sequence[str], pasted_error: bool, how_to: bool
+    text: str,
+    identifiers: Sequence[QueryIdentifier],
+    own_lines: Sequence[str],
+    pasted_error: bool,
+    how_to: bool,
+    error_name: Callable[[str], bool] | None,
 ) -> str:
     """Task when a sentence of the user's own asks for something to be written, generated, translated or
     summarised (no passage answers that, whatever it is about); troubleshoot when the user reports an
-    error (`pasted_error`: an error or log line is among what they pasted) or asks for a fix; check when
-    they ask how to inspect."""
+    error (`pasted_error`: an error or log line is among what they pasted; or they name an error: with
+    `error_name`, a word spelt like an error's name counts only when the corpus names an error so, not
+    `SASL_SSL` or an environment variable) or asks for a fix; check when they ask how to inspect."""
     if any(_asks_for_work(line[start : start + 80]) for line in own_lines for start in _sentence_starts(line)):
         return "task"
+    head = text[:2000]
+    named_error = (
+        any(error_name(word.lower()) for word in _UPPER_SNAKE.findall(head))
+        if error_name is not None
+        else bool(_UPPER_SNAKE.search(head))
+    )
     reports_error = (
-        pasted_error or any(i.place == "error" for i in identifiers) or bool(_ERROR_CALL.search(text[:2000]))
+        pasted_error
+        or any(i.place == "error" for i in identifiers)
+        or bool(re.search(_ERROR_MARK, head))
+        or named_error
     )
     if reports_error or _FIX_REQUEST.search(text[:2000]) or (not how_to and _FAILURE.search(text[:2000])):
         return "troubleshoot"

@@ -463,11 +463,7 @@ class Retriever:
         named = {i: self._identifier_lookup.error_name(i.name) for i in query.error_names}
         carried = {i: name for i, name in named.items() if name is not None}
         phrases = sorted(
-            (
-                i
-                for i in query.error_phrases
-                if self._identifier_lookup.carried(i.name) and self._names_an_error(i.name)
-            ),
+            (i for i in query.error_phrases if self._identifier_lookup.carried(i.name) and self.names_an_error(i.name)),
             key=lambda i: -len(i.name),
         )
         kept: list[QueryIdentifier] = []
@@ -498,7 +494,7 @@ class Retriever:
                 named.setdefault(QueryIdentifier(name, "error"), name)
         return named
 
-    def _names_an_error(self, name: str) -> bool:
+    def names_an_error(self, name: str) -> bool:
         """A chunk that defines `name` (in its heading or a table row's first cells) holds an error code
         too: an error table (`UNKNOWN_TOPIC_OR_PARTITION | 3 | …`) or an error's page ("Kafka Error
         INVALID_RECORD_STATE", "Error code 121"); the ACL table's `UPDATE_METADATA (6)` row is a request's."""

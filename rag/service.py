@@ -361,8 +361,15 @@ class Assistant:
         # Without the LLM, `parse_query` rewrites a follow-up itself and keeps what it carries over as context.
         # A name typed in lower case is read as the corpus writes it; each word looked up once per question.
         spelling = functools.cache(retriever.corpus_spelling)
+        # A word spelt like an error's name (`SASL_SSL`) reports an error only when the corpus names an error so.
+        error_name = functools.cache(retriever.names_an_error)
         query = parse_query(
-            question, history, self.settings.max_question_chars, llm_rewrite if use_llm else None, spelling=spelling
+            question,
+            history,
+            self.settings.max_question_chars,
+            llm_rewrite if use_llm else None,
+            spelling=spelling,
+            error_name=error_name,
         )
         if query.trimmed:
             notes.insert(0, TRIMMED_NOTE)
@@ -378,7 +385,14 @@ class Assistant:
         leans = may_lean and self._leans_on_history(question, ranked)
         if leans or (may_lean and math.isfinite(self.settings.followup_lean_margin)):
             started = time.perf_counter()
-            leaning = parse_query(question, history, self.settings.max_question_chars, leaning=True, spelling=spelling)
+            leaning = parse_query(
+                question,
+                history,
+                self.settings.max_question_chars,
+                leaning=True,
+                spelling=spelling,
+                error_name=error_name,
+            )
             query, ranked = self._read_otherwise(retriever, leaning, query, ranked, k, mode, preferred=leans)
             timings["leaning"] = elapsed_ms(started)
         # One that goes on from the conversation with a subject of its own ("and how do I make each poll return
@@ -389,7 +403,9 @@ class Assistant:
             and continues_with_own_subject(question, history, self.settings.followup_max_terms)
         ):
             started = time.perf_counter()
-            alone = parse_query(question, (), self.settings.max_question_chars, spelling=spelling)
+            alone = parse_query(
+                question, (), self.settings.max_question_chars, spelling=spelling, error_name=error_name
+            )
             query, ranked = self._read_otherwise(retriever, alone, query, ranked, k, mode)
             timings["alone"] = elapsed_ms(started)
         notes += [READ_AS_NOTE.format(wrong=wrong, right=right) for wrong, right in ranked.pool.query.read_as]

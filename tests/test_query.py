@@ -903,6 +903,23 @@ def test_intent(question, intent):
 
 
 @pytest.mark.parametrize(
+    ("question", "intent"),
+    [
+        ("how to enable SASL_SSL with SCRAM on brokers", "fact"),  # a security protocol, not an error
+        ("docker: what does KAFKA_CFG_MAX_CONNECTIONS_PER_IP=100 limit?", "fact"),  # an environment variable
+        ("what does UNKNOWN_TOPIC_OR_PARTITION mean", "troubleshoot"),  # an error the corpus names
+        ("our SASL_SSL producer gets UNKNOWN_TOPIC_OR_PARTITION", "troubleshoot"),
+        ("SASL_SSL client logs ERROR on startup", "troubleshoot"),  # an error marked otherwise
+    ],
+)
+def test_a_word_spelt_like_an_error_name_reports_one_only_when_the_corpus_names_an_error_so(question, intent):
+    errors = {"unknown_topic_or_partition"}
+    assert parse_query(question, error_name=errors.__contains__).intent == intent
+    # Without a corpus to ask, every such word reads as an error's name.
+    assert parse_query(question).intent == "troubleshoot"
+
+
+@pytest.mark.parametrize(
     ("question", "how_to"),
     [
         ("how do i make kafka spread replicas of a partition over the zones?", True),

@@ -415,9 +415,9 @@ def test_a_misspelt_key_is_searched_and_known_as_the_key(retriever, stage):
 
 
 def test_a_name_is_an_error_where_a_chunk_defining_it_holds_an_error_code(retriever):
-    assert retriever._names_an_error("invalid_record_state")  # "Kafka Error INVALID_RECORD_STATE / Error code 121"
-    assert not retriever._names_an_error("create_time")  # a timestamp type the seeds mention
-    assert not retriever._names_an_error("no_such_name")
+    assert retriever.names_an_error("invalid_record_state")  # "Kafka Error INVALID_RECORD_STATE / Error code 121"
+    assert not retriever.names_an_error("create_time")  # a timestamp type the seeds mention
+    assert not retriever.names_an_error("no_such_name")
 
 
 def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
