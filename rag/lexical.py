@@ -209,6 +209,19 @@ def inflection_pattern(word: str) -> str:
     return re.escape(cut if len(cut) >= MIN_INFLECTED_STEM else stem) + r"\w{0,4}"
 
 
+def inflected_from(word: str) -> tuple[str, ...]:
+    """The words an "-ing" or "-ed" form of `word` may be inflected from, as `tokenize` folds them: "refreshed"
+    refresh, "rhyming" rhyme, "tripping" trip (a doubled consonant undone); none for another word, or for one
+    that would keep fewer than `MIN_INFLECTED_STEM` letters ("bed")."""
+    cut = re.sub(r"(?:ing|ed)$", "", word)
+    if cut == word or len(cut) < MIN_INFLECTED_STEM:
+        return ()
+    stems = [cut, cut + "e"]
+    if cut[-1] == cut[-2] and cut[-1] not in "aeiou":
+        stems.append(cut[:-1])
+    return tuple(dict.fromkeys(_fold(stem) for stem in stems))
+
+
 def write_bm25(texts: Iterable[str], directory: Path, spill_entries: int = SPILL_ENTRIES) -> None:
     """Write the BM25 index of `texts` (bm25s' Lucene scoring, k1 1.5, b 0.75) to `directory` in bm25s'
     format, in memory bounded by the vocabulary, not by the corpus.

@@ -32,6 +32,7 @@ from rag.lexical import (
     bm25_scores,
     correction,
     document_frequency,
+    inflected_from,
     inflection_pattern,
     parts_only,
     rows_holding,
@@ -792,12 +793,16 @@ class Retriever:
 
     def _foreign(self, token: str) -> bool:
         """Neither the corpus nor the embedding model's vocabulary knows `token`: a word of another product. A
-        compound is foreign only by a foreign part ("under-replicated" is two known words), and a quantity never
-        ("9am", "30s")."""
-        if token[0].isdigit() or self._document_frequency(token) or self._queries.knows_word(token):
+        compound is foreign only by a foreign part ("under-replicated" is two known words), a quantity never
+        ("9am", "30s"), nor an inflection of a known word ("What is it tripping over?": the model's vocabulary
+        holds "trip", not "tripping")."""
+        if token[0].isdigit() or self._known(token) or any(self._known(stem) for stem in inflected_from(token)):
             return False
         parts = tokenize(token)[1:]
         return not parts or any(self._foreign(part) for part in parts)
+
+    def _known(self, token: str) -> bool:
+        return bool(self._document_frequency(token)) or self._queries.knows_word(token)
 
     def _unknown_asked_phrase_share(self, query: Query) -> float:
         """Of the names of several words the asking sentences use (`Query.asked_phrases`: "Event Hubs", "Topic

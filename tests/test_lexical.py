@@ -14,6 +14,7 @@ from rag.lexical import (
     bm25_scores,
     correction,
     document_frequency,
+    inflected_from,
     inflection_pattern,
     load_bm25,
     parts_only,
@@ -216,3 +217,18 @@ def test_a_misspelt_word_is_read_as_the_word_one_left_out_or_swapped_letter_away
 )
 def test_a_word_is_found_in_any_inflection(word, text, found):
     assert bool(re.search(rf"\b{inflection_pattern(word)}\b", text)) is found
+
+
+@pytest.mark.parametrize(
+    ("word", "stems"),
+    [
+        ("refreshed", ("refresh",)),
+        ("rhyming", ("rhym", "rhyme")),
+        ("tripping", ("tripp", "trippe", "trip")),  # a doubled consonant undone
+        ("acked", ()),  # too short a stem to tell
+        ("spring", ()),
+        ("consumer", ()),  # only "-ing" and "-ed" forms
+    ],
+)
+def test_an_ing_or_ed_form_names_the_words_it_may_be_inflected_from(word, stems):
+    assert inflected_from(word) == stems
