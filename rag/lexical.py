@@ -209,10 +209,14 @@ def inflection_pattern(word: str) -> str:
     return re.escape(cut if len(cut) >= MIN_INFLECTED_STEM else stem) + r"\w{0,4}"
 
 
-def inflected_from(word: str) -> tuple[str, ...]:
-    """The words an "-ing" or "-ed" form of `word` may be inflected from, as `tokenize` folds them: "refreshed"
-    refresh, "rhyming" rhyme, "tripping" trip (a doubled consonant undone); none for another word, or for one
-    that would keep fewer than `MIN_INFLECTED_STEM` letters ("bed")."""
+def word_roots(word: str) -> tuple[str, ...]:
+    """The words `word` may be formed from, as `tokenize` folds them: the stem of an "-ing" or "-ed" form
+    ("refreshed" refresh, "rhyming" rhyme, "tripping" trip: a doubled consonant undone), unless it would keep
+    fewer than `MIN_INFLECTED_STEM` letters ("bed"); and, for a word ending in "nt", the verb it would be as a
+    negative contraction typed without its apostrophe ("dont" don and do, "didnt" didn and did: the model's
+    vocabulary splits "didn't" into "didn", "'" and "t")."""
+    if word.endswith("nt") and len(word) > len("nt"):
+        return (word[:-1], word[:-2])
     cut = re.sub(r"(?:ing|ed)$", "", word)
     if cut == word or len(cut) < MIN_INFLECTED_STEM:
         return ()

@@ -32,13 +32,13 @@ from rag.lexical import (
     bm25_scores,
     correction,
     document_frequency,
-    inflected_from,
     inflection_pattern,
     parts_only,
     rows_holding,
     rows_with,
     slips,
     tokenize,
+    word_roots,
 )
 from rag.passages import Passage
 from rag.query import Query, QueryIdentifier, extra_terms, says_message, shared_run
@@ -794,9 +794,9 @@ class Retriever:
     def _foreign(self, token: str) -> bool:
         """Neither the corpus nor the embedding model's vocabulary knows `token`: a word of another product. A
         compound is foreign only by a foreign part ("under-replicated" is two known words), a quantity never
-        ("9am", "30s"), nor an inflection of a known word ("What is it tripping over?": the model's vocabulary
-        holds "trip", not "tripping")."""
-        if token[0].isdigit() or self._known(token) or any(self._known(stem) for stem in inflected_from(token)):
+        ("9am", "30s"), nor a form of a known word (`word_roots`: "What is it tripping over?", the model's
+        vocabulary holds "trip", not "tripping"; "dont" is "do")."""
+        if token[0].isdigit() or self._known(token) or any(self._known(stem) for stem in word_roots(token)):
             return False
         parts = tokenize(token)[1:]
         return not parts or any(self._foreign(part) for part in parts)

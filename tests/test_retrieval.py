@@ -526,6 +526,7 @@ def test_a_word_of_no_vocabulary_in_the_asking_sentence_is_an_unknown_subject(re
     assert evidence("how do I see which consumer groups are lag-free since 9am?").unknown_asked_foreign_share == 0.0
     # nor an inflection of a known word that the model's vocabulary lacks whole ("trip", not "tripping")
     assert evidence("the consumer keeps lagging. what is it tripping over?").unknown_asked_foreign_share == 0.0
+    assert evidence("why doesnt the consumer commit?").unknown_asked_foreign_share == 0.0  # "doesn't", typed fast
 
 
 def test_query_evidence_reads_unknown_words_names_and_identifiers(retriever, stage):
