@@ -105,11 +105,11 @@ MAX_MESSAGE_CHARS = 300
 MAX_MESSAGES = 8  # a paste's first messages: its error and what caused it, not every line of a long log
 MAX_ERROR_LINES = 8  # of a paste, read with the asking sentences (`Query.asking_tokens`)
 MIN_MESSAGE_WORDS = 4  # "Not authorized" or a quoted key is no message
-_ERROR_MARK = r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b"
+_ERROR_MARK = re.compile(r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b")
 # An error's name as the protocol spells it (`NOT_ENOUGH_REPLICAS`), or any other word so spelt: a security
 # protocol (`SASL_SSL`), an environment variable (`KAFKA_CFG_MAX_CONNECTIONS_PER_IP`), an enum constant.
 _UPPER_SNAKE = re.compile(r"\b[A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+\b")
-_ERROR_CALL = re.compile(rf"{_ERROR_MARK}|{_UPPER_SNAKE.pattern}")
+_ERROR_CALL = re.compile(rf"{_ERROR_MARK.pattern}|{_UPPER_SNAKE.pattern}")
 # A word that marks a line a tool printed into the user's code block as an error: "Error: Assignments can only be
 # reset if the group … is inactive", "Error completing leader election (PREFERRED) for partition …".
 _ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed)\b|[a-z](?:Exception|Error)\b", re.I)
@@ -1171,22 +1171,25 @@ def _intent(
     if any(_asks_for_work(line[start : start + 80]) for line in own_lines for start in _sentence_starts(line)):
         return "task"
     head = text[:2000]
-    named_error = (
-        any(error_name(word.lower()) for word in _UPPER_SNAKE.findall(head))
-        if error_name is not None
-        else bool(_UPPER_SNAKE.search(head))
-    )
     reports_error = (
         pasted_error
         or any(i.place == "error" for i in identifiers)
-        or bool(re.search(_ERROR_MARK, head))
-        or named_error
+        or bool(_ERROR_MARK.search(head))
+        or _names_an_error(head, error_name)
     )
-    if reports_error or _FIX_REQUEST.search(text[:2000]) or (not how_to and _FAILURE.search(text[:2000])):
+    if reports_error or _FIX_REQUEST.search(head) or (not how_to and _FAILURE.search(head)):
         return "troubleshoot"
-    if _CHECK_REQUEST.search(text[:2000]):
+    if _CHECK_REQUEST.search(head):
         return "check"
     return "fact"
+
+
+def _names_an_error(text: str, error_name: Callable[[str], bool] | None) -> bool:
+    """`text` holds a word spelt like an error's name that is one (`error_name`, the corpus's say); without the
+    corpus to ask, any such word."""
+    if error_name is None:
+        return bool(_UPPER_SNAKE.search(text))
+    return any(error_name(word.lower()) for word in _UPPER_SNAKE.findall(text))
 
 
 def _asks_for_work(sentence: str) -> bool:

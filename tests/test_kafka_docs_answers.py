@@ -887,8 +887,8 @@ def test_the_output_of_a_command_is_shown_with_the_command_that_printed_it(docs)
 
 
 def test_a_how_to_that_names_a_security_protocol_is_not_laid_out_as_a_fault(docs):
-    """`SASL_SSL` is spelt like an error's name (`NOT_ENOUGH_REPLICAS`); the docs name no error so, so the question
-    asks how to do something and gets no cause / what to do / how to check headings."""
+    """`SASL_SSL` is spelt like an error's name (`NOT_ENOUGH_REPLICAS`), but no error of the docs has that name:
+    the question asks how to do something and gets no cause / what to do / how to check headings."""
     answer = docs.ask("how to enable SASL_SSL with SCRAM on brokers")
     assert not answer.abstained and "**" not in answer.text, shown(answer)
     assert "sasl.enabled.mechanisms=SCRAM-SHA-256" in answer.text, shown(answer)
