@@ -3,6 +3,7 @@ bad input, streaming and concurrency."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from threadpoolctl import threadpool_info
 
 from rag import Answer, Assistant, QuestionError, SearchResult
 from rag.answering import NOT_COVERED
@@ -114,6 +116,15 @@ def _sources(passages) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ retrieval
+
+
+def test_a_serving_process_runs_its_openmp_pool_on_the_query_threads(settings_factory, seeds_index):
+    """FAISS's OpenMP threads spin on a single question's search: serving keeps them to `query_threads`, as it
+    keeps the embedding's."""
+    settings = dataclasses.replace(settings_factory(seeds_index), query_threads=1)
+    Assistant.from_settings(settings)
+    pools = [pool for pool in threadpool_info() if pool["user_api"] == "openmp"]
+    assert pools and all(pool["num_threads"] == 1 for pool in pools), pools
 
 
 def test_error_code_question_finds_the_error_page_first(assistant):
