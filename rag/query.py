@@ -1175,7 +1175,7 @@ def _intent(
         pasted_error
         or any(i.place == "error" for i in identifiers)
         or bool(_ERROR_MARK.search(head))
-        or _names_an_error(head, error_name)
+        or _holds_an_error_name(head, error_name)
     )
     if reports_error or _FIX_REQUEST.search(head) or (not how_to and _FAILURE.search(head)):
         return "troubleshoot"
@@ -1184,7 +1184,7 @@ def _intent(
     return "fact"
 
 
-def _names_an_error(text: str, error_name: Callable[[str], bool] | None) -> bool:
+def _holds_an_error_name(text: str, error_name: Callable[[str], bool] | None) -> bool:
     """`text` holds a word spelt like an error's name that is one (`error_name`, the corpus's say); without the
     corpus to ask, any such word."""
     if error_name is None:
