@@ -22,9 +22,11 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import multiprocessing
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -133,6 +135,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ask each follow-up after the assistant's own answers to the earlier turns, not after the golden "
         "file's assistant turns: follow-ups as a user meets them, a wrong first answer included",
     )
+    parser.add_argument(
+        "--jobs",
+        type=_positive,
+        default=1,
+        help="processes asking the questions, each with its own assistant (default 1); the same answers, and "
+        "latencies measured under that concurrency",
+    )
     parser.add_argument("--out", type=Path, metavar="DIR", help="output folder (default evals/runs/<timestamp>/)")
     parser.add_argument(
         "--baseline",
@@ -169,10 +178,11 @@ def run(args: argparse.Namespace) -> int:
         assistant = Assistant.from_settings(settings)
         modes = list(dict.fromkeys(args.retrieval or [settings.retrieval_mode]))
         assistant.ask(items[0].question, items[0].history, top_k=args.k, retrieval=modes[0])  # warm-up
-        trials: dict[str, list[Trial]] = {}
-        for mode in modes:
-            print(f"scoring {len(items)} questions with {mode} retrieval", file=sys.stderr)
-            trials[mode] = evaluate(assistant, items, mode, args.k, own_history=args.own_history)
+        print(f"scoring {len(items)} questions with {', '.join(modes)} retrieval", file=sys.stderr)
+        if args.jobs > 1:
+            trials = evaluate_in_processes(settings, items, modes, args.k, args.jobs, own_history=args.own_history)
+        else:
+            trials = {mode: evaluate(assistant, items, mode, args.k, own_history=args.own_history) for mode in modes}
     except KafkaRagError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -232,6 +242,45 @@ def evaluate(
         latency = (time.perf_counter() - start) * 1000
         trials.append(Trial(item, mode, search, raw, answer, latency))
     return trials
+
+
+def evaluate_in_processes(
+    settings: Settings, items: Sequence[GoldenItem], modes: Sequence[str], k: int, jobs: int, *, own_history: bool
+) -> dict[str, list[Trial]]:
+    """`evaluate` for each mode, the items dealt round-robin to `jobs` processes that each load their own
+    assistant: one process asks on one core, its Python holding the interpreter lock between the model's and
+    FAISS's calls. Spawned, not forked: a fork of a process whose model and thread pools are loaded can hang."""
+    slices = [list(range(start, len(items), jobs)) for start in range(jobs)]
+    warm_up = (items[0].question, tuple(items[0].history), k, modes[0])
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=(settings, warm_up)) as pool:
+        futures = {
+            (mode, number): pool.submit(_evaluate_in_worker, [items[i] for i in rows], mode, k, own_history)
+            for mode in modes
+            for number, rows in enumerate(slices)
+        }
+        trials: dict[str, list[Trial]] = {}
+        for mode in modes:
+            placed: dict[int, Trial] = {}
+            for number, rows in enumerate(slices):
+                placed.update(zip(rows, futures[mode, number].result(), strict=True))
+            trials[mode] = [placed[i] for i in range(len(items))]
+    return trials
+
+
+_worker_assistant: Assistant | None = None  # the assistant of an `evaluate_in_processes` worker process
+
+
+def _start_worker(settings: Settings, warm_up: tuple[str, tuple[Mapping[str, str], ...], int, str]) -> None:
+    global _worker_assistant
+    _worker_assistant = Assistant.from_settings(settings)
+    question, history, k, mode = warm_up
+    _worker_assistant.ask(question, history, top_k=k, retrieval=mode)
+
+
+def _evaluate_in_worker(items: list[GoldenItem], mode: str, k: int, own_history: bool) -> list[Trial]:
+    assert _worker_assistant is not None, "the worker's initializer loads its assistant"
+    return evaluate(_worker_assistant, items, mode, k, own_history=own_history)
 
 
 def answered_history(

@@ -137,6 +137,24 @@ def test_run_writes_metrics_with_every_name(first_run, subset):
 
 
 @pytest.mark.slow
+def test_jobs_deal_the_questions_to_processes_and_give_every_row_as_one_process_does(
+    first_run, seeds_index, subset, tmp_path
+):
+    """`--jobs 2`: two spawned processes, each with its own assistant, ask alternate questions of every mode;
+    the rows come back in the golden file's order with the same ranks, answers and grades."""
+    out = tmp_path / "jobs"
+    args = ["--golden", str(subset), "--corpus", str(SEEDS), "--index", str(seeds_index), "--k", "5"]
+    assert main([*args, "--retrieval", "hybrid", "bm25", "--jobs", "2", "--out", str(out)]) == 0
+
+    def rows(run: Path) -> list[dict]:
+        lines = (run / "per_question.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k != "latency_ms"} for line in lines]
+
+    assert rows(out) == rows(first_run[1])
+    assert len(rows(out)) == 2 * len(load_golden(subset))
+
+
+@pytest.mark.slow
 def test_per_question_rows_cover_every_mode(first_run, subset):
     _, out = first_run
     rows = [json.loads(line) for line in (out / "per_question.jsonl").read_text().splitlines()]
