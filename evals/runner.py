@@ -177,11 +177,11 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings.from_env(index_dir=args.index, answerer=args.answerer)
         assistant = Assistant.from_settings(settings)
         modes = list(dict.fromkeys(args.retrieval or [settings.retrieval_mode]))
-        assistant.ask(items[0].question, items[0].history, top_k=args.k, retrieval=modes[0])  # warm-up
         print(f"scoring {len(items)} questions with {', '.join(modes)} retrieval", file=sys.stderr)
-        if args.jobs > 1:
+        if args.jobs > 1:  # each worker warms its own assistant up
             trials = evaluate_in_processes(settings, items, modes, args.k, args.jobs, own_history=args.own_history)
         else:
+            assistant.ask(items[0].question, items[0].history, top_k=args.k, retrieval=modes[0])  # warm-up
             trials = {mode: evaluate(assistant, items, mode, args.k, own_history=args.own_history) for mode in modes}
     except KafkaRagError as exc:
         print(f"error: {exc}", file=sys.stderr)
