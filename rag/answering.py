@@ -325,10 +325,15 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         pool = [u for u in pool if id(u) not in siblings]
     focus = query.focus_identifiers
     if (
-        query.intent == "fact"
-        and focus
+        focus
         and not query.setup_identifiers
-        and (not query.asking_words or focus & (query.asked | frozenset(query.asking_words)))
+        and (
+            (
+                query.intent == "fact"
+                and (not query.asking_words or focus & (query.asked | frozenset(query.asking_words)))
+            )
+            or (query.intent == "troubleshoot" and not query.asking_words and _is_error_row(lead.unit))
+        )
         and focus <= (subject := _subject_names(lead, ranked.candidates))
     ):
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
@@ -337,6 +342,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         # lead may then be their setting's entry, and the answer another's. Nor when only the user's story
         # names the thing and the asking sentences ask something else ("before consumers hit
         # max.poll.interval.ms we'd like a warning. which consumer metric tracks the gap between polls?").
+        # So is a log line pasted alone and answered by its error's row: the words around the error ("Error while
+        # fetching metadata with correlation id 7 : {orders=LEADER_NOT_AVAILABLE}") are the client's template,
+        # and brought an upgrade note on removed producer settings after the row.
         pool = [u for u in pool if u.candidate_index == lead.candidate_index or _carries(u, subject, ranked)]
     # Held right after the lead: the entry of each other setting or error the user asks about, and the best
     # unit for each of the question's asks.

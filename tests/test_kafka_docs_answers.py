@@ -599,6 +599,18 @@ def test_a_fact_about_a_metric_its_row_gives_is_not_padded_with_passages_that_do
     assert {c.marker for c in answer.citations} == {1}, shown(answer)
 
 
+def test_a_log_line_pasted_alone_and_answered_by_its_errors_row_is_not_padded_with_passages_not_naming_it(docs):
+    """The client's warning names its error and nothing else of the user's: the words around the error
+    ("Error while fetching metadata") brought an upgrade note on removed producer settings after the row."""
+    answer = docs.ask(
+        "WARN [Producer clientId=producer-1] Error while fetching metadata with correlation id 7 : "
+        "{orders=LEADER_NOT_AVAILABLE}"
+    )
+    assert _opening(answer).startswith("`LEADER_NOT_AVAILABLE` (Code: 5"), shown(answer)
+    cited = [c.passage for c in answer.citations]
+    assert all("leader_not_available" in p.identifiers for p in cited), shown(answer)
+
+
 def test_a_metric_written_out_under_another_owner_is_not_the_entry_of_the_docs_metric_of_its_name(docs):
     """`MaxLag` is the replica fetcher's metric in the docs' table, and also one of Confluent's cluster links:
     a question writing the cluster link's MBean out is not about the docs' row."""
