@@ -41,12 +41,14 @@ from rag.lexical import inflection_pattern
 # message belong to its code block, a remark in parentheses ending a line to the sentence before it, and a
 # sentence announcing "the following" block is its lead-in; 9: each item of a list cut for size is also a
 # unit with its lead-in; 10: ... unless it is alone in its piece; 11: a sentence that points down to its block
-# ("Steps are given below.", never quoted alone) is its lead-in, where its list's items were quoted without it
-UNITS_VERSION = 11
+# ("Steps are given below.", never quoted alone) is its lead-in, where its list's items were quoted without it;
+# 12: a code block cut for size is not cut inside a statement nor before a closing bracket (`_cut_preferences`)
+UNITS_VERSION = 12
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
 MAX_BLOCK_CHARS = 700  # a list or code unit is cut at item / line boundaries past this
+MIN_PIECE_SHARE = 1 / 5  # a code piece cut early, before a statement or a block, fills this much of it
 SHORT_SENTENCE_CHARS = 100  # a setting's first sentence this short takes the next one along
 MAX_HEADING_CHARS = 80  # a heading line: this short, without sentence punctuation at its end
 MIN_CODE_INDENT = 2  # an unfenced excerpt indents some lines this much past its first; wrapped prose does not
@@ -71,6 +73,8 @@ _SECTION_ENTRY = re.compile(r"^\s*(?:[-*+•]\s+)?\d{1,2}(?:\.\d{1,2})+\.?\s+[A-
 _SENTENCE_STOP = re.compile(r"[.!?][\"')\]]?$")
 _COMMAND = re.compile(r"^(?:\$ |bin/|\./|[\w./-]+\.(?:sh|bat)\s|grep |[A-Z_]{2,}=\S)")
 _COMMENT = re.compile(r"^#(?:\s|$)")
+_CLOSING = tuple(")]}")
+_CONTINUING = tuple(",(+&|=\\")  # a line ending on one of these goes on in the next (a statement, a shell line)
 # A log record (`[2024-06-02 11:04:19,332] ERROR ...`, `ERROR [ReplicaFetcherThread-0-6], ...`), an exception
 # line (`org.apache.kafka.common.errors.TimeoutException: ...`, also as a JSON log's field: `"exception":org…`)
 # or a stack frame (`at o.a.k.Foo.bar(Foo.java:1)`).
@@ -433,7 +437,7 @@ class _Builder:
         budget = MAX_BLOCK_CHARS - (lead_in.end - lead_in.start + 1 if lead_in else 0)
         if lead_in:
             self._claim(lead_in)
-        for number, piece in enumerate(_pack(groups, budget)):
+        for number, piece in enumerate(_pack(groups, budget, _cut_preferences(self.text, groups))):
             body = _Span(piece[0][0], piece[-1][1])
             shown = (lead_in, body) if lead_in else (body,)
             self.candidates.append(_Candidate("code", shown, code_piece=number))
@@ -688,15 +692,41 @@ def _logical_lines(text: str, spans: list[tuple[int, int]]) -> list[list[tuple[i
     return groups
 
 
-def _pack(groups: list[list[tuple[int, int]]], budget: int) -> list[list[tuple[int, int]]]:
-    """Consecutive groups packed into pieces of at most `budget` characters (a lone group may pass it)."""
+def _pack(
+    groups: list[list[tuple[int, int]]], budget: int, preferences: Sequence[tuple[bool, bool]] = ()
+) -> list[list[tuple[int, int]]]:
+    """Consecutive groups packed into pieces of at most `budget` characters (a lone group may pass it). A piece
+    that must end ends before the group of the highest `preferences` among those that leave it at least
+    `MIN_PIECE_SHARE` of the budget, the latest of equals: without preferences, before the first group that does
+    not fit."""
     pieces: list[list[tuple[int, int]]] = []
-    for group in groups:
-        if pieces and group[-1][1] - pieces[-1][0][0] <= budget:
-            pieces[-1].extend(group)
-        else:
-            pieces.append(list(group))
+    start = 0
+    while start < len(groups):
+        end = start + 1
+        while end < len(groups) and groups[end][-1][1] - groups[start][0][0] <= budget:
+            end += 1
+        if end < len(groups) and preferences:
+            filled = [
+                c
+                for c in range(start + 1, end)
+                if groups[c - 1][-1][1] - groups[start][0][0] >= budget * MIN_PIECE_SHARE
+            ]
+            end = max([*filled, end], key=lambda c: (preferences[c], c))
+        pieces.append([span for group in groups[start:end] for span in group])
+        start = end
     return pieces
+
+
+def _cut_preferences(text: str, groups: list[list[tuple[int, int]]]) -> list[tuple[bool, bool]]:
+    """Where a code block may be cut before each group, compared as tuples: not before a line that closes a
+    bracket (it ends what is before it), nor inside a statement (the line before ends on "," "(" "+" …). A piece
+    opening "final Exception exception) {" shows the end of a method's signature without its start."""
+    preferences = []
+    for number, group in enumerate(groups):
+        line = text[group[0][0] : group[0][1]]
+        above = text[groups[number - 1][-1][0] : groups[number - 1][-1][1]] if number else ""
+        preferences.append((not line.lstrip().startswith(_CLOSING), not above.rstrip().endswith(_CONTINUING)))
+    return preferences
 
 
 # ------------------------------------------------------------------------------------------ rendering

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -464,6 +465,55 @@ def test_a_long_code_block_is_cut_at_lines_and_a_comment_stays_with_its_command(
         code = unit.parts[1].split("\n")
         assert code[0].startswith("# step") and code[-1].startswith("bin/")
     assert [line for u in units for line in u.parts[1].split("\n")] == lines
+
+
+_HANDLER = """import java.util.Properties;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.streams.errors.ProductionExceptionHandler;
+import org.apache.kafka.streams.errors.ProductionExceptionHandler.ProductionExceptionHandlerResponse;
+
+public class IgnoreRecordTooLargeHandler implements ProductionExceptionHandler {
+    public void configure(Map<String, Object> config) {}
+
+    public ProductionExceptionHandlerResponse handle(final ErrorHandlerContext context,
+                                                     final ProducerRecord<byte[], byte[]> record,
+                                                     final Exception exception) {
+        if (exception instanceof RecordTooLargeException) {
+            return ProductionExceptionHandlerResponse.CONTINUE;
+        } else {
+            return ProductionExceptionHandlerResponse.FAIL;
+        }
+    }
+}
+
+Properties settings = new Properties();
+
+// other various kafka streams settings, e.g. bootstrap servers, application id, etc
+
+settings.put(StreamsConfig.PRODUCTION_EXCEPTION_HANDLER_CLASS_CONFIG,
+             IgnoreRecordTooLargeHandler.class);"""
+
+
+def test_a_long_code_block_is_cut_between_declarations_not_inside_a_statement():
+    # The Streams guide's handler example, past the size limit with its lead-in: cut at the first line that does
+    # not fit, a piece opened with "final Exception exception) {", half a method's signature.
+    lead = "If you want to provide an exception handler that always ignores records that are too large, you could:"
+    units = build_units(f"{lead}\n```\n{_HANDLER}\n```")
+    pieces = [u.parts[1] for u in units if u.kind == "code"]
+    assert len(pieces) > 1
+    assert [line for piece in pieces for line in piece.split("\n") if line] == [
+        line for line in _HANDLER.split("\n") if line
+    ]
+    for before, piece in itertools.pairwise(pieces):
+        first = piece.split("\n")[0].strip()
+        assert not first.startswith(("}", ")", "final ")) and not before.rstrip().endswith((",", "("))
+    checking = next(piece for piece in pieces if "instanceof RecordTooLargeException" in piece)
+    assert (
+        checking.split("\n")[0]
+        .strip()
+        .startswith(("public ProductionExceptionHandlerResponse handle(", "public class"))
+    )
 
 
 def test_unfenced_comment_and_command_lines_are_one_code_unit():
