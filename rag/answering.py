@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.identifiers import extract_identifiers, mbeans_written, metric_entries
+from rag.identifiers import exception_names, extract_identifiers, mbeans_written, metric_entries
 from rag.lexical import tokenize
 from rag.passages import NOT_COVERED, Citation, Passage, merged
 from rag.query import Query, told_words
@@ -762,11 +762,12 @@ def _with_their_entries(
 
 
 def _subject_names(lead: _Scored, candidates: tuple[Candidate, ...]) -> frozenset[str]:
-    """The identifiers the lead's heading path and the lead itself give (a row's name and its code), and the metric
-    a metrics row leads with names in its MBean cell (`metric_tokens`)."""
+    """The identifiers the lead's heading path and the lead itself give (a row's name and its code), the exception
+    classes an error name stands for (`exception_names`), and the metric a metrics row leads with names in its
+    MBean cell (`metric_tokens`)."""
     passage = candidates[lead.candidate_index].passage
     names = extract_identifiers(" ".join((*passage.section_path, lead.unit.text)))
-    return frozenset(names).union(metric_tokens(lead.unit.text))
+    return frozenset(names).union(metric_tokens(lead.unit.text), exception_names(names))
 
 
 def _carries(unit: _Scored, names: frozenset[str], ranked: Ranked) -> bool:

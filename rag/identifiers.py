@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 # The class name alone (a package prefix would be rescanned from every word boundary: quadratic).
@@ -102,6 +102,15 @@ def error_names(text: str) -> tuple[str, ...]:
         _WORD_BOUNDARY.sub("_", re.sub(r"(?:Exception|Error)$", "", m.group(1))) for m in _EXCEPTION.finditer(text)
     )
     return tuple(sorted({name.lower() for name in names if "_" in name}))
+
+
+def exception_names(identifiers: Iterable[str]) -> frozenset[str]:
+    """The exception classes the error names among `identifiers` stand for, lower-cased as `extract_identifiers`
+    gives them: `error_names` the other way round (`not_enough_replicas` is `notenoughreplicasexception`, and
+    `…error` for the classes Kafka names so)."""
+    return frozenset(
+        f"{name.replace('_', '')}{suffix}" for name in identifiers if "_" in name for suffix in ("exception", "error")
+    )
 
 
 # What stands between spaces and punctuation: "Unknown", "in-sync", "read_committed".

@@ -13,6 +13,7 @@ from rag.identifiers import (
     MBean,
     command_flags,
     error_names,
+    exception_names,
     extract_identifiers,
     is_plain_two_part,
     mbeans_written,
@@ -221,6 +222,15 @@ def test_no_catastrophic_backtracking_on_200_kb(expression):
 )
 def test_error_names_of_exception_classes(text, expected):
     assert error_names(text) == expected
+
+
+def test_an_error_name_stands_for_the_exception_classes_that_spell_it():
+    assert exception_names(["not_enough_replicas", "code:19", "linger.ms"]) == {
+        "notenoughreplicasexception",
+        "notenoughreplicaserror",
+    }
+    text = "org.apache.kafka.common.errors.NotEnoughReplicasException: The size"
+    assert set(extract_identifiers(text)) <= exception_names(error_names(text))
 
 
 @pytest.mark.parametrize(

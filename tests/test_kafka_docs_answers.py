@@ -611,6 +611,19 @@ def test_a_log_line_pasted_alone_and_answered_by_its_errors_row_is_not_padded_wi
     assert all("leader_not_available" in p.identifiers for p in cited), shown(answer)
 
 
+def test_an_exception_pasted_alone_is_its_errors_row_and_not_padded_with_passages_not_naming_it(docs):
+    """The client's exception class is the protocol error it stands for: the row answers it, and the design
+    chapter's sentences on committed messages that followed it ("For now let's assume a perfect, lossless
+    broker …") name neither."""
+    answer = docs.ask(
+        "org.apache.kafka.common.errors.ProducerFencedException: There is a newer producer with the same "
+        "transactionalId which fences the current one."
+    )
+    assert _opening(answer).startswith("`PRODUCER_FENCED` (Code: 90"), shown(answer)
+    for passage in (c.passage for c in answer.citations):
+        assert {"producer_fenced", "producerfencedexception"} & set(passage.identifiers), shown(answer)
+
+
 def test_a_metric_written_out_under_another_owner_is_not_the_entry_of_the_docs_metric_of_its_name(docs):
     """`MaxLag` is the replica fetcher's metric in the docs' table, and also one of Confluent's cluster links:
     a question writing the cluster link's MBean out is not about the docs' row."""
