@@ -566,10 +566,11 @@ def _admitted(
         return [], 0  # adds no fact the answer does not already state
     # Shown first, and paid for now: the entry `unit` continues, or the sentence whose thing it names with a
     # demonstrative ("… within the max time set by this configuration" needs the one naming
-    # `replica.lag.time.max.ms`), so that a unit that cannot be shown with it gives way to one that stands
-    # alone. A sentence that only leans back ("Furthermore, …") still reads alone: paying for its predecessor
-    # here cost the tuning answers facts (evals/reports/quality_history.md, twenty-eighth session).
-    before = _missing_entry(unit, chosen, by_place) or _leaned_on(unit, by_place, _refers_to)
+    # `replica.lag.time.max.ms`) or that says what a code block with no lead-in of its own runs, so that a unit
+    # that cannot be shown with it gives way to one that stands alone. A sentence that only leans back
+    # ("Furthermore, …") still reads alone: paying for its predecessor here cost the tuning answers facts
+    # (evals/reports/quality_history.md, twenty-eighth session).
+    before = _missing_entry(unit, chosen, by_place) or _leaned_on(unit, by_place, _reads_only_after)
     if before is not None and (_among(before, chosen) or _restates(before, chosen, shape.min_novelty)):
         before = None
     cost = unit.size - _shared_lead_in(unit, chosen) + (before.size if before else 0)
@@ -931,7 +932,15 @@ def _depends_on(unit: _Scored, before: _Scored) -> bool:
 
 def _leans_on(unit: _Scored, before: _Scored) -> bool:
     """`unit`, shown right after `before` in its passage, reads as a continuation of it."""
-    return _leans_back(unit) or _refers_to(unit, before)
+    return _leans_back(unit) or _reads_only_after(unit, before)
+
+
+def _reads_only_after(unit: _Scored, before: _Scored) -> bool:
+    """`unit` names a thing `before` names with a demonstrative (`_refers_to`), or is a code block with no lead-in
+    of its own, which runs what the sentence before it says: shown alone after another sentence, the topic-level
+    command that disables tiered storage read as the way to re-enable it."""
+    bare_code = unit.unit.kind == "code" and len(unit.unit.parts) == 1 and unit.unit.code_piece == 0
+    return bare_code or _refers_to(unit, before)
 
 
 def _leaned_on(

@@ -624,6 +624,19 @@ def test_an_exception_pasted_alone_is_its_errors_row_and_not_padded_with_passage
         assert {"producer_fenced", "producerfencedexception"} & set(passage.identifiers), shown(answer)
 
 
+def test_a_command_with_no_lead_in_of_its_own_is_shown_after_the_sentence_that_says_what_it_does(docs):
+    """The tiered-storage quick start's topic-level command sets `remote.storage.enable=false`; the sentence before
+    it says so ("If you want to completely disable tiered storage …"), but ends with no colon, so the block has
+    no lead-in. Shown alone after "You can also re-enable tiered storage feature at the topic level.", it read as
+    the way to enable it."""
+    answer = docs.ask("how do I enable tiered storage on a topic")
+    assert not answer.abstained, shown(answer)
+    text, command = answer.text, "--add-config 'remote.storage.enable=false"
+    if command in text:
+        before_command = text[: text.index(command)].rsplit("```", 1)[0]
+        assert "completely disable tiered storage" in before_command.rstrip().rsplit("\n\n", 1)[-1], shown(answer)
+
+
 def test_a_metric_written_out_under_another_owner_is_not_the_entry_of_the_docs_metric_of_its_name(docs):
     """`MaxLag` is the replica fetcher's metric in the docs' table, and also one of Confluent's cluster links:
     a question writing the cluster link's MBean out is not about the docs' row."""
