@@ -496,8 +496,8 @@ settings.put(StreamsConfig.PRODUCTION_EXCEPTION_HANDLER_CLASS_CONFIG,
 
 
 def test_a_long_code_block_is_cut_between_declarations_not_inside_a_statement():
-    # The Streams guide's handler example, past the size limit with its lead-in: cut at the first line that does
-    # not fit, a piece opened with "final Exception exception) {", half a method's signature.
+    # The Streams guide's handler example, past the size limit with its lead-in: cut before the first line that
+    # did not fit, a piece opened with "final Exception exception) {", the end of a method's signature.
     lead = "If you want to provide an exception handler that always ignores records that are too large, you could:"
     units = build_units(f"{lead}\n```\n{_HANDLER}\n```")
     pieces = [u.parts[1] for u in units if u.kind == "code"]
