@@ -939,7 +939,7 @@ def _reads_only_after(unit: _Scored, before: _Scored) -> bool:
     """`unit` names a thing `before` names with a demonstrative (`_refers_to`), or is a code block with no lead-in
     of its own, which runs what the sentence before it says: shown alone after another sentence, the topic-level
     command that disables tiered storage read as the way to re-enable it."""
-    bare_code = unit.unit.kind == "code" and len(unit.unit.parts) == 1 and unit.unit.code_piece == 0
+    bare_code = unit.unit.kind == "code" and len(unit.unit.parts) == 1
     return bare_code or _refers_to(unit, before)
 
 
