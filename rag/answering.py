@@ -324,6 +324,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         siblings = {id(u) for u in pool if _sibling_entry(u, lead, ranked.candidates, query)}
         pool = [u for u in pool if id(u) not in siblings]
     focus = query.focus_identifiers
+    bare_paste_row = query.intent == "troubleshoot" and not query.asking_words and _is_error_row(lead.unit)
     if (
         focus
         and not query.setup_identifiers
@@ -332,9 +333,10 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
                 query.intent == "fact"
                 and (not query.asking_words or focus & (query.asked | frozenset(query.asking_words)))
             )
-            or (query.intent == "troubleshoot" and not query.asking_words and _is_error_row(lead.unit))
+            or bare_paste_row
         )
-        and focus <= (subject := _subject_names(lead, ranked.candidates))
+        and focus
+        <= _focus_the_lead_names(focus, subject := _subject_names(lead, ranked.candidates), classes=bare_paste_row)
     ):
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
         # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121). Not when
@@ -769,6 +771,17 @@ def _subject_names(lead: _Scored, candidates: tuple[Candidate, ...]) -> frozense
     passage = candidates[lead.candidate_index].passage
     names = extract_identifiers(" ".join((*passage.section_path, lead.unit.text)))
     return frozenset(names).union(metric_tokens(lead.unit.text), exception_names(names))
+
+
+def _focus_the_lead_names(focus: frozenset[str], subject: frozenset[str], classes: bool) -> frozenset[str]:
+    """The names of `focus` that `subject` gives. With `classes`, a pasted exception class counts too once the
+    subject gives one of the focus's error names: the error line's message named the row ("OutOfOrderSequenceException:
+    The broker received an out of order sequence number" is `OUT_OF_ORDER_SEQUENCE_NUMBER`), and the class is that
+    error under its client's name, which `exception_names` cannot spell from the row's."""
+    named = focus & subject
+    if classes and named:
+        named |= {name for name in focus if "_" not in name and name.endswith(("exception", "error"))}
+    return named
 
 
 def _carries(unit: _Scored, names: frozenset[str], ranked: Ranked) -> bool:

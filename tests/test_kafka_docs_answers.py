@@ -624,6 +624,19 @@ def test_an_exception_pasted_alone_is_its_errors_row_and_not_padded_with_passage
         assert {"producer_fenced", "producerfencedexception"} & set(passage.identifiers), shown(answer)
 
 
+def test_an_exception_named_otherwise_than_its_error_is_the_row_its_message_says_and_not_padded(docs):
+    """`OutOfOrderSequenceException` is `OUT_OF_ORDER_SEQUENCE_NUMBER`, which no spelling of the class gives; the
+    pasted message is the row's description. The Streams security guide's sentences on misconfigured applications
+    ("If you incorrectly configure a security setting …") followed the row under a cause and a check heading."""
+    answer = docs.ask(
+        "org.apache.kafka.common.errors.OutOfOrderSequenceException: The broker received an out of order sequence "
+        "number"
+    )
+    assert _opening(answer).startswith("`OUT_OF_ORDER_SEQUENCE_NUMBER` (Code: 45"), shown(answer)
+    for passage in (c.passage for c in answer.citations):
+        assert {"out_of_order_sequence_number", "outofordersequenceexception"} & set(passage.identifiers), shown(answer)
+
+
 def test_a_command_with_no_lead_in_of_its_own_is_shown_after_the_sentence_that_says_what_it_does(docs):
     """The tiered-storage quick start's topic-level command sets `remote.storage.enable=false`; the sentence before
     it says so ("If you want to completely disable tiered storage …"), but ends with no colon, so the block has
