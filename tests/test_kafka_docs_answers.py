@@ -611,30 +611,37 @@ def test_a_log_line_pasted_alone_and_answered_by_its_errors_row_is_not_padded_wi
     assert all("leader_not_available" in p.identifiers for p in cited), shown(answer)
 
 
-def test_an_exception_pasted_alone_is_its_errors_row_and_not_padded_with_passages_not_naming_it(docs):
-    """The client's exception class is the protocol error it stands for: the row answers it, and the design
-    chapter's sentences on committed messages that followed it ("For now let's assume a perfect, lossless
-    broker …") name neither."""
-    answer = docs.ask(
-        "org.apache.kafka.common.errors.ProducerFencedException: There is a newer producer with the same "
-        "transactionalId which fences the current one."
-    )
-    assert _opening(answer).startswith("`PRODUCER_FENCED` (Code: 90"), shown(answer)
+@pytest.mark.parametrize(
+    ("paste", "opening", "names"),
+    [
+        # The client's exception class is the protocol error it stands for: the row answers it, and the design
+        # chapter's sentences on committed messages that followed it ("For now let's assume a perfect, lossless
+        # broker …") name neither.
+        (
+            "org.apache.kafka.common.errors.ProducerFencedException: There is a newer producer with the same "
+            "transactionalId which fences the current one.",
+            "`PRODUCER_FENCED` (Code: 90",
+            {"producer_fenced", "producerfencedexception"},
+        ),
+        # A class named otherwise than its error (`OUT_OF_ORDER_SEQUENCE_NUMBER`, which no spelling of the class
+        # gives) is the row its pasted message describes; the Streams security guide's sentences on misconfigured
+        # applications ("If you incorrectly configure a security setting …") followed the row under a cause and a
+        # check heading.
+        (
+            "org.apache.kafka.common.errors.OutOfOrderSequenceException: The broker received an out of order "
+            "sequence number",
+            "`OUT_OF_ORDER_SEQUENCE_NUMBER` (Code: 45",
+            {"out_of_order_sequence_number", "outofordersequenceexception"},
+        ),
+    ],
+)
+def test_an_exception_pasted_alone_is_its_errors_row_and_not_padded_with_passages_not_naming_it(
+    docs, paste, opening, names
+):
+    answer = docs.ask(paste)
+    assert _opening(answer).startswith(opening), shown(answer)
     for passage in (c.passage for c in answer.citations):
-        assert {"producer_fenced", "producerfencedexception"} & set(passage.identifiers), shown(answer)
-
-
-def test_an_exception_named_otherwise_than_its_error_is_the_row_its_message_says_and_not_padded(docs):
-    """`OutOfOrderSequenceException` is `OUT_OF_ORDER_SEQUENCE_NUMBER`, which no spelling of the class gives; the
-    pasted message is the row's description. The Streams security guide's sentences on misconfigured applications
-    ("If you incorrectly configure a security setting …") followed the row under a cause and a check heading."""
-    answer = docs.ask(
-        "org.apache.kafka.common.errors.OutOfOrderSequenceException: The broker received an out of order sequence "
-        "number"
-    )
-    assert _opening(answer).startswith("`OUT_OF_ORDER_SEQUENCE_NUMBER` (Code: 45"), shown(answer)
-    for passage in (c.passage for c in answer.citations):
-        assert {"out_of_order_sequence_number", "outofordersequenceexception"} & set(passage.identifiers), shown(answer)
+        assert names & set(passage.identifiers), shown(answer)
 
 
 def test_a_command_with_no_lead_in_of_its_own_is_shown_after_the_sentence_that_says_what_it_does(docs):
