@@ -335,8 +335,7 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
             )
             or bare_paste_row
         )
-        and focus
-        <= _focus_the_lead_names(focus, subject := _subject_names(lead, ranked.candidates), classes=bare_paste_row)
+        and _names_all(focus, subject := _subject_names(lead, ranked.candidates), classes=bare_paste_row)
     ):
         # A fact about the one thing the lead's heading or line names: other passages add to it only when
         # they carry one of the names the lead gives it (`INVALID_RECORD_STATE` is error code 121). Not when
@@ -773,15 +772,15 @@ def _subject_names(lead: _Scored, candidates: tuple[Candidate, ...]) -> frozense
     return frozenset(names).union(metric_tokens(lead.unit.text), exception_names(names))
 
 
-def _focus_the_lead_names(focus: frozenset[str], subject: frozenset[str], classes: bool) -> frozenset[str]:
-    """The names of `focus` that `subject` gives. With `classes`, a pasted exception class counts too once the
+def _names_all(focus: frozenset[str], subject: frozenset[str], classes: bool) -> bool:
+    """`subject` gives every name of `focus`. With `classes`, a pasted exception class counts as given once the
     subject gives one of the focus's error names: the error line's message named the row ("OutOfOrderSequenceException:
     The broker received an out of order sequence number" is `OUT_OF_ORDER_SEQUENCE_NUMBER`), and the class is that
     error under its client's name, which `exception_names` cannot spell from the row's."""
     named = focus & subject
     if classes and named:
         named |= {name for name in focus if "_" not in name and name.endswith(("exception", "error"))}
-    return named
+    return focus <= named
 
 
 def _carries(unit: _Scored, names: frozenset[str], ranked: Ranked) -> bool:
