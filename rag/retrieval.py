@@ -13,7 +13,7 @@ import itertools
 import math
 import re
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +62,7 @@ SHARED_RUN_WORDS = 5  # words a client's own wording of an error shares with its
 BM25_K1 = 1.2  # the usual Okapi constants, for the heading field scored here
 BM25_B = 0.75
 ERROR_ROW_READS = 64  # chunks carrying an error-like name read for one that defines it as an error
+MIN_WORDS_ONE_APART = 3  # an exception class's name this long may stand for the one error name a word apart
 PHRASE_ROWS_READ = 64  # chunks holding two neighbouring words of a name read for the two written together
 MIN_ABBREVIATION = 3  # letters of a tag's word read as the start of a longer corpus word ("dev", "prod")
 LOOKBACK_CHUNKS = 64  # chunks read back for a table's header row or a list's lead-in (the error table spans 13)
@@ -461,7 +462,8 @@ class Retriever:
         `NotEnoughReplicasException`); and the error names its error lines spell in words, the longest
         carried run of each ("Broker: Unknown topic or partition") that names an error: "Failed to update
         metadata" spells `UPDATE_METADATA`, which the docs carry as a request's name, not as an error."""
-        named = {i: self._identifier_lookup.error_name(i.name) for i in query.error_names}
+        lookup = self._identifier_lookup
+        named = {i: lookup.error_name(i.name) or self._error_one_word_apart(i.name) for i in query.error_names}
         carried = {i: name for i, name in named.items() if name is not None}
         phrases = sorted(
             (i for i in query.error_phrases if self._identifier_lookup.carried(i.name) and self.names_an_error(i.name)),
@@ -472,6 +474,11 @@ class Retriever:
             if not any(f"_{phrase.name}_" in f"_{longer.name}_" for longer in kept):
                 kept.append(phrase)
         return carried | {i: i.name for i in kept}
+
+    def _error_one_word_apart(self, name: str) -> str | None:
+        """`error_name_one_word_apart`, when the corpus defines that name as an error (`names_an_error`)."""
+        other = self._identifier_lookup.error_name_one_word_apart(name)
+        return other if other is not None and self.names_an_error(other) else None
 
     def _described_errors(self, query: Query) -> dict[QueryIdentifier, str]:
         """The names of the table rows whose description is a message the question pastes or quotes: "The
@@ -1007,6 +1014,14 @@ class _IdentifierLookup:
         # Error names run together (`groupauthorizationfailed`), as a lower-case typist writes their classes.
         self._by_joined = {name.replace("_", ""): name for name in self._names if _ERROR_NAME.fullmatch(name)}
         self._joined = sorted(self._by_joined)
+        # Error names of three or more words, under each of their words but the last left blank: the names one
+        # word from a class's stem (`error_name_one_word_apart`).
+        self._by_blanked: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        for name in self._by_joined.values():
+            words = name.split("_")
+            if len(words) >= MIN_WORDS_ONE_APART:
+                for position in range(len(words) - 1):
+                    self._by_blanked[_blanked(words, position)].append(name)
 
     def rows(self, identifier: str) -> np.ndarray:
         code = self._code.get(identifier)
@@ -1065,6 +1080,21 @@ class _IdentifierLookup:
                 one_more.append(other)
         return one_more[0] if len(one_more) == 1 else None
 
+    def error_name_one_word_apart(self, name: str) -> str | None:
+        """The one carried name that differs from an exception class's `name` (of `MIN_WORDS_ONE_APART` words or
+        more) in one word, as a few of Kafka's classes are named: `RecordBatchTooLargeException` is
+        `RECORD_LIST_TOO_LARGE`, `RecordTooLargeException` is `MESSAGE_TOO_LARGE`. Not in the last word, which
+        says what went wrong (`DelegationTokenDisabledException` is no `DELEGATION_TOKEN_EXPIRED`); nor with fewer
+        words, where one word is too much of the name (`SslAuthenticationException` is no
+        `SASL_AUTHENTICATION_FAILED`)."""
+        words = name.split("_")
+        if len(words) < MIN_WORDS_ONE_APART:
+            return None
+        found = {
+            other for position in range(len(words) - 1) for other in self._by_blanked.get(_blanked(words, position), ())
+        }
+        return found.pop() if len(found) == 1 else None
+
     def error_words(self, joined: str) -> tuple[str, ...] | None:
         """The words that `joined`, an exception class's stem typed in lower case (`groupauthorization`), runs
         together, read from the carried error name it stands for as `error_name` reads one: all its words, or all
@@ -1091,6 +1121,10 @@ class _IdentifierLookup:
             for row in self.rows(identifier).tolist():
                 held.setdefault(row, set()).add(identifier)
         return {row: frozenset(ids) for row, ids in held.items()}
+
+
+def _blanked(words: Sequence[str], position: int) -> tuple[str, ...]:
+    return (*words[:position], "", *words[position + 1 :])
 
 
 @functools.lru_cache(maxsize=HEADING_CACHE)

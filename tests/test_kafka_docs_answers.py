@@ -324,6 +324,8 @@ def test_a_code_block_begun_in_a_later_chunk_is_shown_under_the_lead_in_ending_t
         ("my producer gets NotEnoughReplicasException", "NOT_ENOUGH_REPLICAS"),
         ("what causes OutOfOrderSequenceException?", "OUT_OF_ORDER_SEQUENCE_NUMBER"),
         ("what does InvalidReplicationFactorException mean when creating a topic?", "INVALID_REPLICATION_FACTOR"),
+        # named one word apart from its error
+        ("our producer gets RecordBatchTooLargeException for one topic, what does it mean?", "RECORD_LIST_TOO_LARGE"),
     ],
 )
 def test_an_exception_named_in_the_users_words_is_answered_by_its_error(docs, question, error):

@@ -440,6 +440,27 @@ def test_an_exception_class_stands_for_the_error_name_with_one_more_word():
     assert lookup.error_name("zorblatt") is None
 
 
+def test_an_exception_class_stands_for_the_one_error_name_a_word_apart_but_in_its_last_word():
+    """Kafka names `RecordBatchTooLargeException` for `RECORD_LIST_TOO_LARGE`: one word of three or more replaced,
+    when one carried name fits. Not the last word, which says what went wrong, nor in a two-word name."""
+    import pyarrow as pa
+
+    from rag.retrieval import _IdentifierLookup
+
+    lookup = _IdentifierLookup(
+        pa.chunked_array(
+            [[["record_list_too_large", "delegation_token_expired"], ["sasl_authentication"]],
+             [["invalid_x_size", "invalid_y_size"], ["message_too_large"]]]
+        )
+    )  # fmt: skip
+    assert lookup.error_name_one_word_apart("record_batch_too_large") == "record_list_too_large"
+    assert lookup.error_name_one_word_apart("record_too_large") == "message_too_large"
+    assert lookup.error_name_one_word_apart("delegation_token_disabled") is None  # the last word differs
+    assert lookup.error_name_one_word_apart("ssl_authentication") is None  # two words
+    assert lookup.error_name_one_word_apart("invalid_z_size") is None  # two names fit
+    assert lookup.error_name_one_word_apart("record_batch_too_small") is None
+
+
 def test_a_variable_or_a_frameworks_property_stands_for_the_key_it_spells():
     """Container images set `advertised.listeners` from `KAFKA_ADVERTISED_LISTENERS` (or `KAFKA_CFG_…`), and
     Spring Boot sets `auto.offset.reset` from `spring.kafka.consumer.auto-offset-reset`."""
