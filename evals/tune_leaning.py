@@ -55,14 +55,18 @@ Rule = tuple[int, float, float]  # followup_max_terms, followup_weak_dense, foll
 
 
 def score(sets: Sequence[TuningSet], rule: Rule) -> Result:
+    return score_settings(sets, followup_max_terms=rule[0], followup_weak_dense=rule[1], followup_lean_margin=rule[2])
+
+
+def score_settings(sets: Sequence[TuningSet], **overrides: object) -> Result:
+    """Each set's questions with a history asked with the settings `overrides`, after the assistant's own answers to
+    the turns before them: their answers, the answerable ones' key-fact recall, and the unanswerable declined."""
     answers: dict[str, str] = {}
     recalls: list[float] = []
     declined = unanswerable = 0
     for tuning_set in sets:
         for assistant, items in tuning_set:
-            tuned = assistant.with_settings(
-                followup_max_terms=rule[0], followup_weak_dense=rule[1], followup_lean_margin=rule[2]
-            )
+            tuned = assistant.with_settings(**overrides)
             k = tuned.settings.top_k
             for item in items:
                 history = answered_history(tuned, item.history, tuned.settings.retrieval_mode, k)

@@ -26,6 +26,9 @@ from rag.identifiers import error_names, extract_identifiers, phrase_names, run_
 from rag.lexical import MIN_SWAPPED_CHARS, slips, tokenize
 
 MAX_SIGNAL_CHARS = 1200
+# Content words of the last user turn a follow-up is searched with (`Settings.followup_context_words`); chosen by
+# `evals/tune_followup_context.py --half-indexes ...` (evals/reports/tune_followup_context.md).
+CONTEXT_WORDS = 8
 INHERITED_WORDS = 3  # words a follow-up of a follow-up takes from what the one before leaned on
 LEANED_ON_TURNS = 4  # ... read from the turns (two exchanges) before that one
 MAX_PHRASES = 4000  # word runs looked up as error or CamelCase names, per question: a 200 KB paste stays cheap
@@ -327,6 +330,7 @@ def parse_query(
     max_chars: int = MAX_SIGNAL_CHARS,
     rewrite: Callable[[str, Sequence[Mapping[str, str]]], str | None] | None = None,
     leaning: bool = False,
+    context_words: int = CONTEXT_WORDS,
     spelling: Callable[[str], str | None] | None = None,
     error_name: Callable[[str], bool] | None = None,
 ) -> Query:
@@ -434,7 +438,9 @@ def parse_query(
         # something of it ("and what's its default?"), and in a given rewrite (the LLM's), which restates the
         # question whole.
         carried = "question" if restated is not None or _POSSESSIVE.search(question) else "conversation"
-        retrieval_text = restated if restated is not None else rewrite_followup(retrieval_text, history, leaning)
+        retrieval_text = (
+            restated if restated is not None else rewrite_followup(retrieval_text, history, leaning, context_words)
+        )
         for name in extract_identifiers(retrieval_text):
             places.setdefault(name, carried)
     identifiers = tuple(QueryIdentifier(name, place) for name, place in places.items())
@@ -1316,9 +1322,12 @@ def switches_subject(text: str, history: Sequence[Mapping[str, str]]) -> bool:
     return not said.intersection(tokenize(" ".join(defined_thing(text))))
 
 
-def rewrite_followup(question: str, history: Sequence[Mapping[str, str]], leaning: bool = False) -> str:
+def rewrite_followup(
+    question: str, history: Sequence[Mapping[str, str]], leaning: bool = False, context_words: int = CONTEXT_WORDS
+) -> str:
     """Standalone query for a follow-up (`is_followup`; any question asked in a conversation with `leaning`):
-    the question plus the subject of the earlier user turns."""
+    the question plus the subject of the earlier user turns: their identifiers and the first `context_words`
+    content words of the last one."""
     if not (leaning and history) and not is_followup(question, history):
         return question
     user_turns = [turn.get("content", "") for turn in history if turn.get("role") == "user"]
@@ -1331,12 +1340,12 @@ def rewrite_followup(question: str, history: Sequence[Mapping[str, str]], leanin
     for identifier in extract_identifiers(_lead_source_text(last_answer))[:3]:
         if identifier not in subject_identifiers:
             subject_identifiers.append(identifier)
-    previous = reduce_to_signal(_standalone_last_turn(history), MAX_SIGNAL_CHARS).text
-    subject = " ".join(dict.fromkeys([*subject_identifiers[:6], *_content_words(previous)[:12]]))
+    previous = reduce_to_signal(_standalone_last_turn(history, context_words), MAX_SIGNAL_CHARS).text
+    subject = " ".join(dict.fromkeys([*subject_identifiers[:6], *_content_words(previous)[:context_words]]))
     return f"{question} ({subject})" if subject else question
 
 
-def _standalone_last_turn(history: Sequence[Mapping[str, str]]) -> str:
+def _standalone_last_turn(history: Sequence[Mapping[str, str]], context_words: int) -> str:
     """The last user turn as it may have been searched: a follow-up of a follow-up leans on what the one before
     leaned on ("how do I enable SASL/SCRAM?", "how do I create the users?", "and delete one?" is about SCRAM users).
     That one is read as leaning whatever its words, as the service may have searched it (`leaning`): "we're
@@ -1347,7 +1356,7 @@ def _standalone_last_turn(history: Sequence[Mapping[str, str]]) -> str:
         return ""
     turn = history[last].get("content", "")
     # Read back over the two exchanges before it at most: a long chain of follow-ups stays a short recursion.
-    leaned_on = rewrite_followup(turn, history[max(0, last - LEANED_ON_TURNS) : last], leaning=True)
+    leaned_on = rewrite_followup(turn, history[max(0, last - LEANED_ON_TURNS) : last], True, context_words)
     leaned_on = leaned_on.removeprefix(turn)
     # Its own words first, then the few that name what it leaned on: the earlier story would crowd them out.
     return " ".join([turn, *_content_words(leaned_on)[:INHERITED_WORDS]])

@@ -374,6 +374,7 @@ class Assistant:
             history,
             self.settings.max_question_chars,
             llm_rewrite if use_llm else None,
+            context_words=self.settings.followup_context_words,
             spelling=spelling,
             error_name=error_name,
         )
@@ -396,6 +397,7 @@ class Assistant:
                 history,
                 self.settings.max_question_chars,
                 leaning=True,
+                context_words=self.settings.followup_context_words,
                 spelling=spelling,
                 error_name=error_name,
             )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from rag.errors import ConfigurationError
+from rag.query import CONTEXT_WORDS
 
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # all-MiniLM-L6-v2 with the low-rank adapter fitted on the tuning parts merged in (`rag.adapter`)
@@ -123,6 +124,9 @@ class Settings:
     # followup_lean_margin above its best passage searched alone (learned scores); inf never compares (no second
     # search). All three chosen by `evals/tune_leaning.py --half-indexes ...` (evals/reports/tune_leaning.md).
     followup_lean_margin: float = 1.0
+    # A follow-up leaning on the conversation is searched with the identifiers of the earlier user turns and the
+    # first followup_context_words content words of the last one (`rag.query.rewrite_followup`, `CONTEXT_WORDS`).
+    followup_context_words: int = CONTEXT_WORDS
     # The rendered answer (quoted words, names, labels, markers, part headings) stays within this many
     # characters: concise by construction on any mix of questions (a limit on the tuning parts' median alone
     # let the test parts' answers run longer). Chosen by `evals/tune_answers.py --only answer_max_chars`:

@@ -318,6 +318,14 @@ def test_a_follow_up_of_a_follow_up_carries_the_subject_the_one_before_leaned_on
     assert "SCRAM" in rewritten and "users" in rewritten, rewritten
 
 
+def test_a_follow_up_is_searched_with_the_first_context_words_content_words_of_the_last_turn():
+    history = _conversation(("our nightly billing export consumer stalls whenever the cluster rebalances", "Hm [1]."))
+    rewritten = rewrite_followup("how do I fix it?", history, context_words=3)
+    assert rewritten == "how do I fix it? (nightly billing export)", rewritten
+    assert parse_query("how do I fix it?", history, context_words=3).text == rewritten
+    assert "rebalances" in rewrite_followup("how do I fix it?", history, context_words=9)
+
+
 def test_asking_words_are_the_asking_sentences_words_only():
     assert "redpanda" in parse_query("how do i set up tiered storage on redpanda?").asking_words
     pasted = parse_query(f"{METADATA_WARN}\nwhich setting is that about?")

@@ -285,6 +285,16 @@ def test_a_question_that_points_back_to_nothing_is_declined_with_a_note_saying_w
     assert UNREFERENCED_NOTE not in followup.notes and not followup.abstained, followup.text
 
 
+def test_the_words_a_follow_up_takes_from_the_last_turn_are_a_setting(assistant):
+    history = [
+        {"role": "user", "content": "our nightly billing export consumer stalls whenever the cluster rebalances"},
+        {"role": "assistant", "content": "It is rebalancing [1]."},
+    ]
+    assert assistant.with_settings(followup_context_words=2).search("how do I fix it?", history).query == (
+        "how do I fix it? (nightly billing)"
+    )
+
+
 def test_without_history_the_follow_up_is_searched_as_typed(assistant):
     answer = assistant.ask("and what's its default?")
     assert answer.query == "and what's its default?"

@@ -17,12 +17,13 @@ import evals.fit_ranker as fit_ranker
 import evals.held_out_tuning as held_out_tuning
 import evals.tune_answers as tune_answers
 import evals.tune_chunking as tune_chunking
+import evals.tune_followup_context as tune_followup_context
 import evals.tune_followups as tune_followups
 import evals.tune_fusion as tune_fusion
 import evals.tune_leaning as tune_leaning
 import rag.service as service
 from evals.golden import load_golden, part_of, select_part
-from rag import Assistant, ConfigurationError, LinearModel
+from rag import Assistant, ConfigurationError, LinearModel, Settings
 from rag.abstention import ABSTENTION_FEATURES, load_abstention
 from rag.ranking import RANK_FEATURES, load_ranker
 
@@ -611,6 +612,42 @@ def test_leaning_tuning_asks_every_tuning_question_with_a_history_and_no_test_pa
     assert "| 2 | 0.45 | inf |" in text
     assert re.search(r"^\| \d \| [\d.]+ \| 1\.0 \|", text, re.M)  # the margin, at the terms and cosine chosen
     assert "Chosen: (" in text
+
+
+def test_follow_up_context_tuning_asks_only_tuning_questions_with_a_history_and_reports_each_count(
+    seeds_index, golden, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(tune_followup_context, "WORDS", (4,))
+    asked: list[str] = []
+    real = Assistant.ask
+
+    def spy(self, question, history=(), **kwargs):
+        asked.append(question)
+        return real(self, question, history, **kwargs)
+
+    monkeypatch.setattr(Assistant, "ask", spy)
+    report = tmp_path / "tune_followup_context.md"
+    assert (
+        tune_followup_context.main(["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--report", str(report)]) == 0
+    )
+    conversations = [i for i in select_part(golden, "tune") if i.history]
+    turns = {i.question for i in conversations} | {
+        t["content"] for i in conversations for t in i.history if t["role"] == "user"
+    }
+    assert {i.question for i in conversations} <= set(asked) <= turns
+    text = report.read_text(encoding="utf-8")
+    current = Settings().followup_context_words
+    assert "tuning parts only" in text and f"\n| {current} | 0 |" in text and "\n| 4 |" in text
+    assert "Chosen: (" in text
+
+
+def test_follow_up_context_tuning_chooses_the_best_recall_then_the_most_declined_then_the_fewest_words():
+    def result(recall: float, declined: int) -> tune_leaning.Result:
+        return tune_leaning.Result(answers={}, recall=recall, declined=declined, unanswerable=3)
+
+    choose = tune_followup_context.choose
+    assert choose({4: result(0.5, 1), 8: result(0.6, 1), 12: result(0.6, 2)}) == 12
+    assert choose({4: result(0.5, 1), 8: result(0.6, 2), 12: result(0.6, 2)}) == 8
 
 
 def test_leaning_tuning_chooses_the_best_recall_then_the_most_declined_then_the_narrowest_rule():
