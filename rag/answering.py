@@ -1118,7 +1118,7 @@ def _with_what_lead_ins_introduce(
         following = by_place.get((unit.candidate_index, unit.unit.position + 1))
         if following is None:
             continue
-        if any(following is other for other in (*chosen, *shown)):
+        if _among(following, (*chosen, *shown)):  # perhaps a copy placed in another part
             shown.append(unit)
         elif following.size <= budget:
             shown += [unit, following]

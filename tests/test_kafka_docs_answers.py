@@ -952,3 +952,12 @@ def test_a_how_to_that_names_a_security_protocol_is_not_laid_out_as_a_fault(docs
     answer = docs.ask("how to enable SASL_SSL with SCRAM on brokers")
     assert not answer.abstained and "**" not in answer.text, shown(answer)
     assert "sasl.enabled.mechanisms=SCRAM-SHA-256" in answer.text, shown(answer)
+
+
+def test_a_sentence_after_a_lead_in_brought_in_for_a_later_one_is_shown_once(docs):
+    """The sentence after the lead "How can the client find out …?" is brought in as what a later sentence leans
+    on, then again as what the lead introduces: it was shown twice."""
+    answer = docs.ask("how do I find which partition leader is on which broker")
+    blocks = [re.sub(r"\s*\[\d+\]$", "", b.strip()) for b in re.split(r"\n\s*\n", answer.text) if b.strip()]
+    assert "This information is dynamic" in answer.text, shown(answer)
+    assert len(blocks) == len(set(blocks)), shown(answer)
