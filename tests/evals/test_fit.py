@@ -584,14 +584,9 @@ def test_follow_up_tuning_asks_tuning_follow_ups_after_the_assistants_own_answer
     assert "Chosen: (" in text
 
 
-def test_leaning_tuning_asks_every_tuning_question_with_a_history_and_no_test_part_one(
-    seeds_index, golden, monkeypatch, tmp_path
-):
-    """Answerable and unanswerable tuning questions asked in a conversation, each after the assistant's own
-    answers to its earlier turns; no test-part question is asked."""
-    monkeypatch.setattr(tune_leaning, "MAX_TERMS", (2,))
-    monkeypatch.setattr(tune_leaning, "WEAK_DENSE", (0.45,))
-    monkeypatch.setattr(tune_leaning, "LEAN_MARGIN", (1.0,))
+def _asks_only_tuning_conversations(main, seeds_index, golden, monkeypatch, tmp_path) -> str:
+    """Runs a tuning script's `main` over the seeds and checks that it asked every tuning question with a history,
+    and only those and their earlier user turns; returns its report."""
     asked: list[str] = []
     real = Assistant.ask
 
@@ -600,14 +595,25 @@ def test_leaning_tuning_asks_every_tuning_question_with_a_history_and_no_test_pa
         return real(self, question, history, **kwargs)
 
     monkeypatch.setattr(Assistant, "ask", spy)
-    report = tmp_path / "tune_leaning.md"
-    assert tune_leaning.main(["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--report", str(report)]) == 0
+    report = tmp_path / "report.md"
+    assert main(["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--report", str(report)]) == 0
     conversations = [i for i in select_part(golden, "tune") if i.history]
     turns = {i.question for i in conversations} | {
         t["content"] for i in conversations for t in i.history if t["role"] == "user"
     }
     assert {i.question for i in conversations} <= set(asked) <= turns
-    text = report.read_text(encoding="utf-8")
+    return report.read_text(encoding="utf-8")
+
+
+def test_leaning_tuning_asks_every_tuning_question_with_a_history_and_no_test_part_one(
+    seeds_index, golden, monkeypatch, tmp_path
+):
+    """Answerable and unanswerable tuning questions asked in a conversation, each after the assistant's own
+    answers to its earlier turns; no test-part question is asked."""
+    monkeypatch.setattr(tune_leaning, "MAX_TERMS", (2,))
+    monkeypatch.setattr(tune_leaning, "WEAK_DENSE", (0.45,))
+    monkeypatch.setattr(tune_leaning, "LEAN_MARGIN", (1.0,))
+    text = _asks_only_tuning_conversations(tune_leaning.main, seeds_index, golden, monkeypatch, tmp_path)
     assert "tuning parts only" in text and "| 0 (off) | 0.0 | inf | 0 |" in text
     assert "| 2 | 0.45 | inf |" in text
     assert re.search(r"^\| \d \| [\d.]+ \| 1\.0 \|", text, re.M)  # the margin, at the terms and cosine chosen
@@ -618,24 +624,7 @@ def test_follow_up_context_tuning_asks_only_tuning_questions_with_a_history_and_
     seeds_index, golden, monkeypatch, tmp_path
 ):
     monkeypatch.setattr(tune_followup_context, "WORDS", (4,))
-    asked: list[str] = []
-    real = Assistant.ask
-
-    def spy(self, question, history=(), **kwargs):
-        asked.append(question)
-        return real(self, question, history, **kwargs)
-
-    monkeypatch.setattr(Assistant, "ask", spy)
-    report = tmp_path / "tune_followup_context.md"
-    assert (
-        tune_followup_context.main(["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--report", str(report)]) == 0
-    )
-    conversations = [i for i in select_part(golden, "tune") if i.history]
-    turns = {i.question for i in conversations} | {
-        t["content"] for i in conversations for t in i.history if t["role"] == "user"
-    }
-    assert {i.question for i in conversations} <= set(asked) <= turns
-    text = report.read_text(encoding="utf-8")
+    text = _asks_only_tuning_conversations(tune_followup_context.main, seeds_index, golden, monkeypatch, tmp_path)
     current = Settings().followup_context_words
     assert "tuning parts only" in text and f"\n| {current} | 0 |" in text and "\n| 4 |" in text
     assert "Chosen: (" in text
