@@ -170,6 +170,8 @@ class Settings:
             raise ConfigurationError(f"ui_sessions must be at least 1, got {self.ui_sessions}")
         if self.keep_versions < 1:
             raise ConfigurationError(f"keep_versions must be at least 1, got {self.keep_versions}")
+        if self.followup_context_words < 0:
+            raise ConfigurationError(f"followup_context_words must be 0 or more, got {self.followup_context_words}")
         if self.reload_interval_s < 0:
             raise ConfigurationError(f"reload_interval_s must be 0 (off) or more, got {self.reload_interval_s}")
         if self.retrieval_mode not in RETRIEVAL_MODES:

@@ -70,6 +70,7 @@ def test_from_env_reads_os_environ_by_default(monkeypatch):
         ({"KAFKA_RAG_TOP_K": "2.5"}, "KAFKA_RAG_TOP_K='2.5' is not a valid int"),
         ({"KAFKA_RAG_DENSE_WEIGHT": "heavy"}, "KAFKA_RAG_DENSE_WEIGHT='heavy' is not a valid float"),
         ({"KAFKA_RAG_TOP_K": "0"}, "top_k must be between 1 and 50, got 0"),
+        ({"KAFKA_RAG_FOLLOWUP_CONTEXT_WORDS": "-1"}, "followup_context_words must be 0 or more, got -1"),
         ({"KAFKA_RAG_RETRIEVAL_MODE": "semantic"}, "retrieval_mode must be one of dense, bm25, hybrid, got 'semantic'"),
         ({"KAFKA_RAG_ANSWERER": "gpt"}, "answerer must be one of extractive, llm, got 'gpt'"),
         ({"KAFKA_RAG_EMBED_BACKEND": "gpu"}, "embed_backend must be one of onnx, onnx-int8, torch, got 'gpu'"),
