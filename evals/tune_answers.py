@@ -189,7 +189,7 @@ def check(sets: Sequence[TuningSet], only: Sequence[str] = (), rounds: int | Non
         "|---|---|---|---|---|",
     ]
     for searched in (0, 1):
-        on, other = _split_part(sets, searched), _split_part(sets, 1 - searched)
+        on, other = split_part(sets, searched), split_part(sets, 1 - searched)
         chosen, _, _ = tune(on, only, rounds)
         changed = {name: value for name, value in chosen.items() if value != current[name]}
         figures = [f"{score(part, current).recall:.3f} → {score(part, chosen).recall:.3f}" for part in (on, other)]
@@ -200,7 +200,7 @@ def check(sets: Sequence[TuningSet], only: Sequence[str] = (), rounds: int | Non
     return lines
 
 
-def _split_part(sets: Sequence[TuningSet], part: int) -> list[TuningSet]:
+def split_part(sets: Sequence[TuningSet], part: int) -> list[TuningSet]:
     """`sets` with only the questions of `split_half` `part`."""
     return [[(assistant, [i for i in items if split_half(i.id) == part]) for assistant, items in s] for s in sets]
 

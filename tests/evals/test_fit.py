@@ -627,6 +627,7 @@ def test_follow_up_context_tuning_asks_only_tuning_questions_with_a_history_and_
     text = _asks_only_tuning_conversations(tune_followup_context.main, seeds_index, golden, monkeypatch, tmp_path)
     current = Settings().followup_context_words
     assert "tuning parts only" in text and f"\n| {current} | 0 |" in text and "\n| 4 |" in text
+    assert "\n| half 0 | " in text and "\n| half 1 | " in text  # each half's choice, scored on the other half
     assert "Chosen: (" in text
 
 
@@ -637,6 +638,8 @@ def test_follow_up_context_tuning_chooses_the_best_recall_then_the_most_declined
     choose = tune_followup_context.choose
     assert choose({4: result(0.5, 1), 8: result(0.6, 1), 12: result(0.6, 2)}) == 12
     assert choose({4: result(0.5, 1), 8: result(0.6, 2), 12: result(0.6, 2)}) == 8
+    whole = tune_followup_context.combined([result(0.5, 1), result(0.8, 0)], [10, 30])
+    assert whole.recall == pytest.approx(0.725) and whole.declined == 1 and whole.unanswerable == 6
 
 
 def test_leaning_tuning_chooses_the_best_recall_then_the_most_declined_then_the_narrowest_rule():
