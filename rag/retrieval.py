@@ -792,9 +792,12 @@ class Retriever:
 
     def _unknown_asked_foreign_share(self, query: Query, weights: dict[str, float], unseen: Collection[str]) -> float:
         """`QueryEvidence.unknown_asked_foreign_share`, of `Query.asking_words`. Words of the question's identifiers
-        do not count: an exception class, a key or a host is what the user got or has."""
+        do not count: an exception class, a key or a host is what the user got or has. Nor do the words of a
+        class written with its package in the sentence (`javax.net.ssl.SSLHandshakeException`): the package is
+        where the class lives, not a word the user asks with."""
         asking = set(query.asking_words) & weights.keys()
         named = {token for identifier in query.identifiers for token in tokenize(identifier.name)}
+        named |= {part for token in asking if token.rpartition(".")[2] in named - {token} for part in tokenize(token)}
         foreign = [t for t in asking if t in unseen and t not in named and self._foreign(t)]
         return sum(weights[t] for t in foreign) / (sum(weights[t] for t in asking) or 1.0)
 

@@ -961,3 +961,15 @@ def test_a_sentence_after_a_lead_in_brought_in_for_a_later_one_is_shown_once(doc
     blocks = [re.sub(r"\s*\[\d+\]$", "", b.strip()) for b in re.split(r"\n\s*\n", answer.text) if b.strip()]
     assert "This information is dynamic" in answer.text, shown(answer)
     assert len(blocks) == len(set(blocks)), shown(answer)
+
+
+def test_a_class_pasted_with_its_package_in_the_question_is_no_foreign_word(docs):
+    """`javax.net.ssl.SSLHandshakeException` written inline after the user's words: its package ("javax") counted
+    as a word of another product the user asks with, and the question was declined although the passage on host
+    name verification ranked first."""
+    answer = docs.ask(
+        "SSL handshake failed between broker and client, javax.net.ssl.SSLHandshakeException: No subject "
+        "alternative names matching IP address found"
+    )
+    assert not answer.abstained, shown(answer)
+    assert any(c.passage.heading.endswith("Host Name Verification") for c in answer.citations), shown(answer)

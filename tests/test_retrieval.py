@@ -543,6 +543,8 @@ def test_a_word_of_no_vocabulary_in_the_asking_sentence_is_an_unknown_subject(re
     # the same word outside the asking sentence is the user's setup, and an exception class is what they got
     assert evidence("we run zorblatt. how do I set the consumer lag alert?").unknown_asked_foreign_share == 0.0
     assert evidence("why does the consumer throw ZorblattLagException?").unknown_asked_foreign_share == 0.0
+    # with its package written in the sentence too: the package is where the class lives
+    assert evidence("consumer fails, zorg.quux.ZorblattLagException: lag too high").unknown_asked_foreign_share == 0.0
     # a compound of known words, and a quantity, are no other product's words
     assert evidence("how do I see which consumer groups are lag-free since 9am?").unknown_asked_foreign_share == 0.0
     # nor an inflection of a known word that the model's vocabulary lacks whole ("trip", not "tripping")
