@@ -367,6 +367,9 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         seen_terms.update(term for u in added for term in u.terms)
         chars += cost
         pool = [u for u in pool if u is not unit]
+    # The row of an error the question does not name, from another passage than the lead's, reads as the error
+    # the user has: "Connection to node -1 could not be established" was followed by TRANSACTIONAL_ID_NOT_FOUND.
+    pool = [u for u in pool if u.candidate_index == lead.candidate_index or not _other_error(u.unit, query)]
     # A unit under the floor is quoted only beside one chosen for its own sake, as its sequel or its preamble:
     # never one faint sentence after another through a passage.
     anchors = list(chosen)

@@ -973,3 +973,14 @@ def test_a_class_pasted_with_its_package_in_the_question_is_no_foreign_word(docs
     )
     assert not answer.abstained, shown(answer)
     assert any(c.passage.heading.endswith("Host Name Verification") for c in answer.citations), shown(answer)
+
+
+def test_an_error_the_question_does_not_name_does_not_follow_from_another_passage(docs):
+    """A client's connection warning was answered by `bootstrap.servers`, then by the rows of
+    UNKNOWN_TOPIC_OR_PARTITION and TRANSACTIONAL_ID_NOT_FOUND from a lower passage: listed under the answer, an
+    error reads as the one the user has."""
+    answer = docs.ask(
+        "Connection to node -1 (localhost/127.0.0.1:9092) could not be established. Broker may not be available."
+    )
+    assert not answer.abstained, shown(answer)
+    assert "(Code:" not in answer.text, shown(answer)
