@@ -797,7 +797,9 @@ class Retriever:
         where the class lives, not a word the user asks with."""
         asking = set(query.asking_words) & weights.keys()
         named = {token for identifier in query.identifiers for token in tokenize(identifier.name)}
-        named |= {part for token in asking if token.rpartition(".")[2] in named - {token} for part in tokenize(token)}
+        named |= {
+            part for token in asking if "." in token and token.rpartition(".")[2] in named for part in tokenize(token)
+        }
         foreign = [t for t in asking if t in unseen and t not in named and self._foreign(t)]
         return sum(weights[t] for t in foreign) / (sum(weights[t] for t in asking) or 1.0)
 
