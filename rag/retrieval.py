@@ -463,7 +463,8 @@ class Retriever:
         carried run of each ("Broker: Unknown topic or partition") that names an error: "Failed to update
         metadata" spells `UPDATE_METADATA`, which the docs carry as a request's name, not as an error."""
         lookup = self._identifier_lookup
-        named = {i: lookup.error_name(i.name) or self._error_one_word_apart(i.name) for i in query.error_names}
+        written = frozenset(query.tokens)
+        named = {i: lookup.error_name(i.name) or self._error_one_word_apart(i.name, written) for i in query.error_names}
         carried = {i: name for i, name in named.items() if name is not None}
         phrases = sorted(
             (i for i in query.error_phrases if self._identifier_lookup.carried(i.name) and self.names_an_error(i.name)),
@@ -475,9 +476,9 @@ class Retriever:
                 kept.append(phrase)
         return carried | {i: i.name for i in kept}
 
-    def _error_one_word_apart(self, name: str) -> str | None:
+    def _error_one_word_apart(self, name: str, written: frozenset[str]) -> str | None:
         """`error_name_one_word_apart`, when the corpus defines that name as an error (`names_an_error`)."""
-        other = self._identifier_lookup.error_name_one_word_apart(name)
+        other = self._identifier_lookup.error_name_one_word_apart(name, written)
         return other if other is not None and self.names_an_error(other) else None
 
     def _described_errors(self, query: Query) -> dict[QueryIdentifier, str]:
@@ -1085,20 +1086,26 @@ class _IdentifierLookup:
                 one_more.append(other)
         return one_more[0] if len(one_more) == 1 else None
 
-    def error_name_one_word_apart(self, name: str) -> str | None:
+    def error_name_one_word_apart(self, name: str, written: frozenset[str] = frozenset()) -> str | None:
         """The one carried name that differs from an exception class's `name` (of `MIN_WORDS_ONE_APART` words or
         more) in one word, as a few of Kafka's classes are named: `RecordBatchTooLargeException` is
         `RECORD_LIST_TOO_LARGE`, `RecordTooLargeException` is `MESSAGE_TOO_LARGE`. Not in the last word, which
         says what went wrong (`DelegationTokenDisabledException` is no `DELEGATION_TOKEN_EXPIRED`); nor with fewer
         words, where one word is too much of the name (`SslAuthenticationException` is no
-        `SASL_AUTHENTICATION_FAILED`)."""
+        `SASL_AUTHENTICATION_FAILED`). Of several that fit, the one whose own word is among the `written` tokens
+        of the question: the class's message says what it is about ("RecordTooLargeException: The message is
+        2097152 bytes …" is `MESSAGE_TOO_LARGE`, not `TELEMETRY_TOO_LARGE`)."""
         words = name.split("_")
         if len(words) < MIN_WORDS_ONE_APART:
             return None
         found = {
-            other for position in range(len(words) - 1) for other in self._by_blanked.get(_blanked(words, position), ())
+            (other, other.split("_")[position])
+            for position in range(len(words) - 1)
+            for other in self._by_blanked.get(_blanked(words, position), ())
         }
-        return found.pop() if len(found) == 1 else None
+        if len(found) > 1:
+            found = {(other, word) for other, word in found if set(tokenize(word)) & written}
+        return found.pop()[0] if len(found) == 1 else None
 
     def error_words(self, joined: str) -> tuple[str, ...] | None:
         """The words that `joined`, an exception class's stem typed in lower case (`groupauthorization`), runs

@@ -984,3 +984,16 @@ def test_an_error_the_question_does_not_name_does_not_follow_from_another_passag
     )
     assert not answer.abstained, shown(answer)
     assert "(Code:" not in answer.text, shown(answer)
+
+
+def test_a_class_two_error_names_fit_reads_as_the_one_its_message_names(docs):
+    """`RecordTooLargeException` is MESSAGE_TOO_LARGE, a word apart, but TELEMETRY_TOO_LARGE is a word apart too:
+    neither was read, and the paste was answered from `replica.fetch.max.bytes`, whose default is the number in
+    the message. The message ("The message is …") names the one it is."""
+    answer = docs.ask(
+        "producer throws RecordTooLargeException: The message is 2097152 bytes when serialized which is larger "
+        "than 1048576"
+    )
+    first = next(b for b in answer.text.split("\n\n") if not b.startswith("**"))
+    assert first.startswith("`MESSAGE_TOO_LARGE`"), shown(answer)
+    assert "TELEMETRY_TOO_LARGE" not in answer.text, shown(answer)

@@ -461,6 +461,21 @@ def test_an_exception_class_stands_for_the_one_error_name_a_word_apart_but_in_it
     assert lookup.error_name_one_word_apart("record_batch_too_small") is None
 
 
+def test_of_several_error_names_a_word_apart_the_one_whose_word_the_question_writes():
+    """The 3.9 error table has TELEMETRY_TOO_LARGE beside MESSAGE_TOO_LARGE, so `RecordTooLargeException` fits
+    both; its message ("The message is 2097152 bytes when serialized …") writes the word that tells them apart."""
+    import pyarrow as pa
+
+    from rag.retrieval import _IdentifierLookup
+
+    lookup = _IdentifierLookup(pa.chunked_array([[["message_too_large"], ["telemetry_too_large"]]]))
+    assert lookup.error_name_one_word_apart("record_too_large") is None
+    assert lookup.error_name_one_word_apart("record_too_large", frozenset({"message", "byte"})) == "message_too_large"
+    assert lookup.error_name_one_word_apart("record_too_large", frozenset({"producer"})) is None
+    both = frozenset({"message", "telemetry"})
+    assert lookup.error_name_one_word_apart("record_too_large", both) is None
+
+
 def test_a_variable_or_a_frameworks_property_stands_for_the_key_it_spells():
     """Container images set `advertised.listeners` from `KAFKA_ADVERTISED_LISTENERS` (or `KAFKA_CFG_…`), and
     Spring Boot sets `auto.offset.reset` from `spring.kafka.consumer.auto-offset-reset`."""
