@@ -508,13 +508,13 @@ _WORDS = re.compile(r"\w+")
 
 
 # A question that only asks what something is: "what is the ISR?", "what's a tombstone?", "what are quotas?",
-# "what does log compaction mean?", "define preferred replica".
+# "what does log compaction mean?", "what does ISR stand for?", "define preferred replica".
 # Before the ask: "so", "ok", or a greeting or label of a few words ("hey,", "quick one:", "Hi all -").
 _ASK_LEAD_IN = rf"(?:(?:so|and|ok|okay)\b[,\s]*|{_FEW_WORDS}\s*(?:[,:!]|\s[-–—])\s*)?"
 _DEFINITION_ASK = re.compile(
     rf"^\s*{_ASK_LEAD_IN}(?:what(?:'s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
     r"(?P<thing>[\w\s-]{2,60}?)\s*[?.!]*\s*$"
-    rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+mean\s*[?.!]*\s*$",
+    rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+(?:mean|stand\s+for)\s*[?.!]*\s*$",
     re.I,
 )
 _LEADING_ARTICLE = re.compile(r"^(?:an?|the)\s+", re.I)
@@ -1309,7 +1309,21 @@ def points_back_to_nothing(question: str, history: Sequence[Mapping[str, str]], 
     if any(turn.get("role") == "user" for turn in history):
         return False
     text = users_words(question)
-    return bool(_POINTING_WORD.search(text)) and not names_its_subject(text, max_terms)
+    pointing = _POINTING_WORD.search(text)
+    return (
+        pointing is not None
+        and not names_its_subject(text, max_terms)
+        and not _defined_before(text[: pointing.start()])
+    )
+
+
+def _defined_before(text: str) -> bool:
+    """Whether a clause of `text`, the question up to its pointing word, asks what a thing is: "what is a rebalance
+    and how do I avoid it?" points to the rebalance it has just named."""
+    return any(defined_thing(clause) for clause in _CLAUSE_BREAK.split(text))
+
+
+_CLAUSE_BREAK = re.compile(r"\s+(?:and|but|or)\s+|[,;:]\s*", re.I)
 
 
 def switches_subject(text: str, history: Sequence[Mapping[str, str]]) -> bool:

@@ -997,3 +997,11 @@ def test_a_class_two_error_names_fit_reads_as_the_one_its_message_names(docs):
     first = next(b for b in answer.text.split("\n\n") if not b.startswith("**"))
     assert first.startswith("`MESSAGE_TOO_LARGE`"), shown(answer)
     assert "TELEMETRY_TOO_LARGE" not in answer.text, shown(answer)
+
+
+def test_a_question_that_names_a_thing_and_then_points_to_it_is_answered(docs):
+    """ "what is idempotence and do I need it?" was declined with the note for a question that points back to
+    nothing: "it" points to what its first clause asks to have defined."""
+    answer = docs.ask("what is idempotence and do I need it?")
+    assert not answer.abstained, shown(answer)
+    assert "`enable.idempotence`" in answer.text, shown(answer)

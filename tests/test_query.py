@@ -1369,6 +1369,7 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         ("define preferred replica", ("preferred", "replica")),
         # after a greeting or a label of a few words
         ("hey, what does ISR mean", ("ISR",)),
+        ("what does ISR stand for?", ("ISR",)),
         ("quick one: what is a tombstone?", ("tombstone",)),
         ("Hi all - what is a tombstone?", ("tombstone",)),
         # what it is for, or where it lives, is said around the thing
@@ -1546,6 +1547,12 @@ def test_switches_subject(question, switches):
         ("consumer group", False),  # says what it is about, though in few words
         ("is it safe to delete __consumer_offsets?", False),  # names an identifier
         ("how do I fix it? org.apache.kafka.common.errors.TimeoutException: Expiring 10 record(s)", False),
+        # the clause before the pointing word names what it points to
+        ("what is a rebalance and how do I avoid it?", False),
+        ("what are quotas and how do I set them?", False),
+        ("What is the ISR, and why does it shrink?", False),
+        ("how do I fix it and what is it?", True),  # the definition comes after the pointing word
+        ("what is it and how do I fix it?", True),
     ],
 )
 def test_a_question_that_points_back_with_no_subject_points_to_nothing_without_a_conversation(question, nothing):
