@@ -508,13 +508,13 @@ _WORDS = re.compile(r"\w+")
 
 
 # A question that only asks what something is: "what is the ISR?", "what's a tombstone?", "what are quotas?",
-# "what does log compaction mean?", "what does ISR stand for?", "define preferred replica".
+# "what does log compaction mean?", "what does ISR stand for (in Kafka)?", "define preferred replica".
 # Before the ask: "so", "ok", or a greeting or label of a few words ("hey,", "quick one:", "Hi all -").
 _ASK_LEAD_IN = rf"(?:(?:so|and|ok|okay)\b[,\s]*|{_FEW_WORDS}\s*(?:[,:!]|\s[-–—])\s*)?"
 _DEFINITION_ASK = re.compile(
     rf"^\s*{_ASK_LEAD_IN}(?:what(?:'s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
     r"(?P<thing>[\w\s-]{2,60}?)\s*[?.!]*\s*$"
-    rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+(?:mean|stand\s+for)\s*[?.!]*\s*$",
+    rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+(?:mean|stand\s+for)(?:\s+in\s+[\w-]+(?:\s+[\w-]+)?)?\s*[?.!]*\s*$",
     re.I,
 )
 _LEADING_ARTICLE = re.compile(r"^(?:an?|the)\s+", re.I)

@@ -1005,3 +1005,11 @@ def test_a_question_that_names_a_thing_and_then_points_to_it_is_answered(docs):
     answer = docs.ask("what is idempotence and do I need it?")
     assert not answer.abstained, shown(answer)
     assert "`enable.idempotence`" in answer.text, shown(answer)
+
+
+def test_what_an_acronym_means_in_kafka_is_answered_by_the_sentence_that_defines_it(docs):
+    """ "what does ISR mean in kafka?" was no definition ask (only "what does ISR mean?" was), and the answer led
+    with a sentence that uses the ISR instead of the one that says what it is."""
+    answer = docs.ask("what does ISR mean in kafka?")
+    first = next(b for b in answer.text.split("\n\n") if not b.startswith("**"))
+    assert "known as the ISR" in first, shown(answer)

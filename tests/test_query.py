@@ -1370,6 +1370,8 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         # after a greeting or a label of a few words
         ("hey, what does ISR mean", ("ISR",)),
         ("what does ISR stand for?", ("ISR",)),
+        ("what does ISR mean in kafka?", ("ISR",)),
+        ("what does LEO stand for in Kafka replication?", ("LEO",)),
         ("quick one: what is a tombstone?", ("tombstone",)),
         ("Hi all - what is a tombstone?", ("tombstone",)),
         # what it is for, or where it lives, is said around the thing
@@ -1379,6 +1381,7 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         ("what is in sync replica", ("in", "sync", "replica")),
         # asks more, points back, names an identifier, or is a whole question
         ("what is it?", ()),
+        ("what does it mean in production?", ()),
         ("explain how compaction works", ()),
         ("what is kafka error code 121?", ()),
         ("what's the difference between acks=1 and acks=all?", ()),
