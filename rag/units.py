@@ -767,7 +767,7 @@ def says_what_it_is(text: str, thing: Sequence[str]) -> bool:
         re.search(
             rf"(?:^|[.;:]\s+)(?:(?:an?|the)\s+)?{name}(?:\s+\([^)]*\))?,?\s+(?:is|are)\s+(?:an?|the|one)\b"
             rf"|\b{name}\s+(?:refers?\s+to|means|stands\s+for)\b"
-            rf"|\b(?:known\s+as|called|referred\s+to\s+as|termed)\s+(?:(?:an?|the)\s+)?[\"'“]?{name}\b",
+            rf"|\b(?:known\s+as|called|referred\s+to\s+as|termed)\s+(?:(?:an?|the)\s+)?[\"'“]?{name}\b(?![’']s\b)",
             text,
             re.I | re.M,
         )

@@ -1025,6 +1025,13 @@ def test_a_setting_is_mentioned_by_its_name_and_the_default_its_entry_gives(rows
         # a sentence about it, not one saying what it is
         (("offset",), "In other cases the offset is less clear.", False),
         (("ISR",), "A replica that falls behind is removed from the ISR.", False),
+        (("state", "store"), "Kafka Streams provides so-called state stores, which can be used to query data.", True),
+        # the name of something the thing has ("the state store's changelog"), not the thing
+        (
+            ("state", "store"),
+            "This topic is sometimes referred to as the state store’s associated changelog topic.",
+            False,
+        ),
     ],
 )
 def test_a_sentence_that_says_what_a_thing_is_defines_it(thing, sentence, defined):
