@@ -144,7 +144,7 @@ _FAILURE = re.compile(r"\b(?<!\ba )(?<!\bthe )fail\w*", re.I)
 _HOW_TO = re.compile(
     r"\bhow (?:do|can|could|should|would|shall) (?:i|we|you|one)\b|\bhow to\b"
     r"|\bis there (?:a|an|any) (?:way|command|tool|script|option|setting|config\w*)\b"
-    r"|\bwhat(?:'s| is) the (?:command|way)\b",
+    r"|\bwhat(?:'?s| is) the (?:command|way)\b",
     re.I,
 )
 _CHECK_REQUEST = re.compile(r"\b(?:check|diagnose|debug|monitor|tell whether|find out|inspect|verify)\b", re.I)
@@ -507,12 +507,12 @@ def _last_answer(history: Sequence[Mapping[str, str]]) -> str:
 _WORDS = re.compile(r"\w+")
 
 
-# A question that only asks what something is: "what is the ISR?", "what's a tombstone?", "what are quotas?",
+# A question that only asks what something is: "what is the ISR?", "what's (whats) a tombstone?", "what are quotas?",
 # "what does log compaction mean?", "what does ISR stand for (in Kafka)?", "define preferred replica".
 # Before the ask: "so", "ok", or a greeting or label of a few words ("hey,", "quick one:", "Hi all -").
 _ASK_LEAD_IN = rf"(?:(?:so|and|ok|okay)\b[,\s]*|{_FEW_WORDS}\s*(?:[,:!]|\s[-–—])\s*)?"
 _DEFINITION_ASK = re.compile(
-    rf"^\s*{_ASK_LEAD_IN}(?:what(?:'s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
+    rf"^\s*{_ASK_LEAD_IN}(?:what(?:'?s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
     r"(?P<thing>[\w\s-]{2,60}?)\s*[?.!]*\s*$"
     rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+(?:mean|stand\s+for)(?:\s+in\s+[\w-]+(?:\s+[\w-]+)?)?\s*[?.!]*\s*$",
     re.I,

@@ -934,6 +934,7 @@ def test_a_word_spelt_like_an_error_name_reports_one_only_when_the_corpus_names_
         ("How to change retention on one topic?", True),
         ("we're retiring broker 4. is there a command that drains all its partitions?", True),
         ("what's the command to list consumer groups", True),
+        ("whats the command to list consumer groups", True),
         ("what is the default of linger.ms?", False),
         ("how does the log cleaner pick a segment?", False),  # how it works, not what to do
         # a pasted line is not the user's question
@@ -1370,6 +1371,7 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         # after a greeting or a label of a few words
         ("hey, what does ISR mean", ("ISR",)),
         ("what does ISR stand for?", ("ISR",)),
+        ("whats a broker?", ("broker",)),  # "what's" typed without its apostrophe
         ("what does ISR mean in kafka?", ("ISR",)),
         ("what does LEO stand for in Kafka replication?", ("LEO",)),
         ("quick one: what is a tombstone?", ("tombstone",)),
