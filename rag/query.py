@@ -507,16 +507,22 @@ def _last_answer(history: Sequence[Mapping[str, str]]) -> str:
 _WORDS = re.compile(r"\w+")
 
 
-# A question that only asks what something is: "what is the ISR?", "what's (whats) a tombstone?", "what are quotas?",
-# "what does log compaction mean?", "what does ISR stand for (in Kafka)?", "define preferred replica".
+# A question that only asks what something is: "what is the ISR?", "what's (whats) a tombstone?", "what exactly are
+# quotas?", "what does log compaction mean?", "what does ISR stand for (in Kafka)?", "define preferred replica",
+# "can you explain what a tombstone is?", "what is the meaning of ISR?".
 # Before the ask: "so", "ok", or a greeting or label of a few words ("hey,", "quick one:", "Hi all -").
 _ASK_LEAD_IN = rf"(?:(?:so|and|ok|okay)\b[,\s]*|{_FEW_WORDS}\s*(?:[,:!]|\s[-–—])\s*)?"
 _DEFINITION_ASK = re.compile(
-    rf"^\s*{_ASK_LEAD_IN}(?:what(?:'?s|\s+is|\s+are)|define|explain|what\s+is\s+meant\s+by)\s+"
+    rf"^\s*{_ASK_LEAD_IN}(?:what(?:'?s|(?:\s+exactly)?\s+(?:is|are))|define|explain|what\s+is\s+meant\s+by)\s+"
     r"(?P<thing>[\w\s-]{2,60}?)\s*[?.!]*\s*$"
-    rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+(?:mean|stand\s+for)(?:\s+in\s+[\w-]+(?:\s+[\w-]+)?)?\s*[?.!]*\s*$",
+    rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+(?:mean|stand\s+for)(?:\s+in\s+[\w-]+(?:\s+[\w-]+)?)?\s*[?.!]*\s*$"
+    rf"|^\s*{_ASK_LEAD_IN}(?:(?:can|could)\s+(?:you|someone)\s+|please\s+)?(?:explain|tell\s+me)\s+what\s+"
+    r"(?P<told>[\w\s-]{2,60}?)\s+(?:is|are)\s*[?.!]*\s*$",
     re.I,
 )
+# "the meaning of ISR" is the ISR; "a partition exactly" is a partition.
+_MEANING_OF = re.compile(r"^(?:the\s+)?meaning\s+of\s+", re.I)
+_EXACTLY = re.compile(r"\s+exactly$", re.I)
 _LEADING_ARTICLE = re.compile(r"^(?:an?|the)\s+", re.I)
 _POINTING_WORD = re.compile(r"\b(?:it|its|this|that|these|those|they|them|their)\b", re.I)
 _QUESTION_WORD = re.compile(r"^(?:how|why|when|where|what|which|who|whether|if)\b", re.I)  # "explain how …"
@@ -535,8 +541,8 @@ def defined_thing(text: str) -> tuple[str, ...]:
     match = _DEFINITION_ASK.match(text) if "\n" not in text.strip() else None
     if match is None:
         return ()
-    thing = _LEADING_ARTICLE.sub("", (match.group("thing") or match.group("meant")).strip())
-    thing = _ASKED_AROUND.sub("", thing)
+    thing = _LEADING_ARTICLE.sub("", _MEANING_OF.sub("", _asked_thing(match).strip()))
+    thing = _ASKED_AROUND.sub("", _EXACTLY.sub("", thing))
     words = tuple(thing.split())
     if (
         not words
@@ -560,7 +566,11 @@ def names_its_subject(text: str, max_terms: int) -> bool:
 def _asks_what_a_thing_is(text: str) -> bool:
     """ "what's a ktable?", not "what's the default?" (of what was just discussed)."""
     match = _DEFINITION_ASK.match(text) if defined_thing(text) else None
-    return match is not None and not _DEFINITE_ARTICLE.match(match.group("thing") or match.group("meant"))
+    return match is not None and not _DEFINITE_ARTICLE.match(_MEANING_OF.sub("", _asked_thing(match)))
+
+
+def _asked_thing(match: re.Match[str]) -> str:
+    return match.group("thing") or match.group("meant") or match.group("told")
 
 
 _DEFINITE_ARTICLE = re.compile(r"the\s", re.I)

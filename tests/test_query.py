@@ -1372,6 +1372,11 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         ("hey, what does ISR mean", ("ISR",)),
         ("what does ISR stand for?", ("ISR",)),
         ("whats a broker?", ("broker",)),  # "what's" typed without its apostrophe
+        ("what exactly is a consumer group?", ("consumer", "group")),
+        ("so what is a partition exactly?", ("partition",)),
+        ("can you explain what a tombstone is?", ("tombstone",)),
+        ("tell me what a KTable is", ("KTable",)),
+        ("what is the meaning of ISR?", ("ISR",)),
         ("what does ISR mean in kafka?", ("ISR",)),
         ("what does LEO stand for in Kafka replication?", ("LEO",)),
         ("quick one: what is a tombstone?", ("tombstone",)),
@@ -1384,6 +1389,7 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         # asks more, points back, names an identifier, or is a whole question
         ("what is it?", ()),
         ("what does it mean in production?", ()),
+        ("can you explain what it is?", ()),
         ("explain how compaction works", ()),
         ("what is kafka error code 121?", ()),
         ("what's the difference between acks=1 and acks=all?", ()),
