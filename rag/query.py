@@ -511,13 +511,20 @@ _WORDS = re.compile(r"\w+")
 # quotas?", "what does log compaction mean?", "what does ISR stand for (in Kafka)?", "define preferred replica",
 # "can you explain what a tombstone is?", "what is the meaning of ISR?".
 # Before the ask: "so", "ok", or a greeting or label of a few words ("hey,", "quick one:", "Hi all -").
-_ASK_LEAD_IN = rf"(?:(?:so|and|ok|okay)\b[,\s]*|{_FEW_WORDS}\s*(?:[,:!]|\s[-–—])\s*)?"
+_DISCOURSE_WORD = r"(?:so|and|ok|okay)\b"
+_ASK_LEAD_IN = rf"(?:{_DISCOURSE_WORD}[,\s]*|{_FEW_WORDS}\s*(?:[,:!]|\s[-–—])\s*)?"
 _DEFINITION_ASK = re.compile(
     rf"^\s*{_ASK_LEAD_IN}(?:what(?:'?s|(?:\s+exactly)?\s+(?:is|are))|define|explain|what\s+is\s+meant\s+by)\s+"
     r"(?P<thing>[\w\s-]{2,60}?)\s*[?.!]*\s*$"
     rf"|^\s*{_ASK_LEAD_IN}what\s+(?:does|do)\s+(?P<meant>[\w\s-]{{2,60}}?)\s+(?:mean|stand\s+for)(?:\s+in\s+[\w-]+(?:\s+[\w-]+)?)?\s*[?.!]*\s*$"
     rf"|^\s*{_ASK_LEAD_IN}(?:(?:can|could)\s+(?:you|someone)\s+|please\s+)?(?:explain|tell\s+me)\s+what\s+"
     r"(?P<told>[\w\s-]{2,60}?)\s+(?:is|are)\s*[?.!]*\s*$",
+    re.I,
+)
+# "interactive queries - what are they?", "KTable: what's that?": the label is the thing asked about.
+_LABELLED_DEFINITION = re.compile(
+    rf"^\s*(?!{_DISCOURSE_WORD})(?P<label>[\w\s-]{{2,60}}?)\s*(?:[,:]|\s[-–—])\s*"
+    r"what(?:'?s|\s+is|\s+are)\s+(?:it|that|this|they|these|those)\s*[?.!]*\s*$",
     re.I,
 )
 # "the meaning of ISR" is the ISR; "a partition exactly" is a partition.
@@ -541,7 +548,9 @@ def defined_thing(text: str) -> tuple[str, ...]:
     match = _DEFINITION_ASK.match(text) if "\n" not in text.strip() else None
     if match is None:
         return ()
-    thing = _LEADING_ARTICLE.sub("", _MEANING_OF.sub("", _asked_thing(match).strip()))
+    labelled = _LABELLED_DEFINITION.match(text)
+    asked = labelled.group("label") if labelled else _asked_thing(match)
+    thing = _LEADING_ARTICLE.sub("", _MEANING_OF.sub("", asked.strip()))
     thing = _ASKED_AROUND.sub("", _EXACTLY.sub("", thing))
     words = tuple(thing.split())
     if (

@@ -1377,6 +1377,10 @@ def test_the_names_of_several_words_a_question_asks_about(question, phrases):
         ("can you explain what a tombstone is?", ("tombstone",)),
         ("tell me what a KTable is", ("KTable",)),
         ("what is the meaning of ISR?", ("ISR",)),
+        # a label, then "what is it?": the label is the thing
+        ("interactive queries - what are they?", ("interactive", "queries")),
+        ("KTable: whats that?", ("KTable",)),
+        ("ok, what is that?", ()),  # a discourse word is no label
         ("what does ISR mean in kafka?", ("ISR",)),
         ("what does LEO stand for in Kafka replication?", ("LEO",)),
         ("quick one: what is a tombstone?", ("tombstone",)),
@@ -1560,6 +1564,7 @@ def test_switches_subject(question, switches):
         ("how do I fix it? org.apache.kafka.common.errors.TimeoutException: Expiring 10 record(s)", False),
         # the clause before the pointing word names what it points to
         ("what is a rebalance and how do I avoid it?", False),
+        ("ISR, what is it?", False),
         ("what are quotas and how do I set them?", False),
         ("What is the ISR, and why does it shrink?", False),
         ("how do I fix it and what is it?", True),  # the definition comes after the pointing word
