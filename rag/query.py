@@ -36,6 +36,7 @@ MAX_LINE_CHARS = 500  # regexes see at most this much of one line: a 200 KB sing
 # A question whose prose has at least this share of its words capitalised is typed in capitals or as a title
 # (`decased`); the tuning parts' questions reach 0.67 at most (`evals/tune_casing.py`, its report).
 CAPITALISED_THROUGHOUT = 0.83
+MIN_PROSE_WORDS = 2  # plain words of prose needed to tell how it is typed (`prose_capitalisation`)
 
 _TIMESTAMP = re.compile(
     r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
@@ -883,8 +884,9 @@ _PROSE_WORD = re.compile(r"(?<![\w.\-/@$`'\"])[A-Za-z]{2,}(?![\w\-/@$`'\"]|\.\w)
 
 def prose_capitalisation(text: str, capitals: bool = False) -> float | None:
     """The share of the plain words of the user's prose (outside code blocks, pasted lines and code spans) that
-    begin with a capital (with `capitals`: that are in capitals throughout); None when the prose has no such
-    word."""
+    begin with a capital (with `capitals`: that are in capitals throughout); None when the prose has fewer than
+    `MIN_PROSE_WORDS` such words: one word says nothing of how the prose is typed ("what's a KTable?" has one, a
+    name)."""
     words = [
         word
         for line, fenced in _lines_and_fences(text)
@@ -892,7 +894,7 @@ def prose_capitalisation(text: str, capitals: bool = False) -> float | None:
         for word in _PROSE_WORD.findall(_INLINE_CODE.sub(" ", line[:MAX_LINE_CHARS]))
     ]
     capitalised = (word.isupper() if capitals else word[0].isupper() for word in words)
-    return sum(capitalised) / len(words) if words else None
+    return sum(capitalised) / len(words) if len(words) >= MIN_PROSE_WORDS else None
 
 
 # A salutation: a few words on a line of their own, closed by a comma or "!" ("Hi team,", "Thanks,", "Best

@@ -995,6 +995,7 @@ def test_decasing_keeps_code_pasted_lines_and_identifiers_and_leaves_ordinary_ca
     written = "Which SASL mechanisms does Kafka support? We run Redpanda Console."
     assert decased(written) == written and prose_capitalisation(written) < CAPITALISED_THROUGHOUT
     assert prose_capitalisation("```\nONLY CODE\n```") is None
+    assert prose_capitalisation("what's a KTable?") is None  # one plain word, a name: no sign of how it is typed
 
 
 def test_capitalised_as_a_title_the_words_in_capitals_stay_names():
