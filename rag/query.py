@@ -543,9 +543,10 @@ _ASKED_AROUND = re.compile(
 
 
 def defined_thing(text: str) -> tuple[str, ...]:
-    """The words of what a one-line question asks to have defined (`_DEFINITION_ASK`), its article left out;
-    empty when it asks more ("explain how …"), names an identifier (whose reference entry answers it), points back
-    ("what is it?") or runs past `MAX_DEFINED_WORDS` words (a question, not a name)."""
+    """The words of what a one-line question asks to have defined (`_DEFINITION_ASK`; the label before "what is
+    it?", `_LABELLED_DEFINITION`), its article and "the meaning of" left out; empty when it asks more ("explain how
+    …"), names an identifier (whose reference entry answers it), points back ("what is it?") or runs past
+    `MAX_DEFINED_WORDS` words (a question, not a name)."""
     match = _DEFINITION_ASK.match(text) if "\n" not in text.strip() else None
     if match is None:
         return ()
