@@ -38,6 +38,7 @@ from rag.units import (
     build_units,
     continued_block_end,
     defines,
+    ends_in_key_values,
     has_no_default,
     is_bare_row,
     is_lead_in_sentence,
@@ -681,7 +682,11 @@ def _with_related_settings(
     candidates = ranked.candidates + ranked.references
     entries = [u for u in scored if u.unit.kind == "setting" and _is_own_entry(u)]
     entries += _reference_entries(ranked.references, len(ranked.candidates))
-    named = _named_settings(draft.text, entries, shown)
+    # A setting the answer names only as the heading of the prose it quotes (the Streams guide's `state.dir`)
+    # comes after those its sentences name: its description is shown, only its default is not.
+    prose = [candidates[u.candidate_index].passage for u in shown]
+    headings = {p.section_path[-1:] for p in prose if not ends_in_key_values(p.text)}
+    named = sorted(_named_settings(draft.text, entries, shown), key=lambda u: (u.unit.subject,) in headings)
     near = [
         u
         for u in entries

@@ -47,6 +47,7 @@ from rag.settings import RETRIEVAL_MODES, Settings
 from rag.tokens import late_interaction
 from rag.units import (
     before_closing_block,
+    ends_in_key_values,
     lead_in_ending,
     leading_block_end,
     list_ending,
@@ -547,8 +548,10 @@ class Retriever:
         """The reference entries (a section of its own name: a setting's) of the names the `candidates` use that
         none of them is the entry of, in the candidates' order: "If this value is larger than the
         `transaction.max.timeout.ms` setting in the broker, …" names a setting whose default the user asks next.
+        A candidate under the name's heading is its entry only when it ends in the entry's key/value rows: the
+        Streams guide describes `state.dir` in prose under its own heading, without the default the user asks for.
         At most `NAMED_ENTRIES` names, `ENTRIES_PER_NAME` entries each."""
-        shown = {c.passage.section_path[-1].lower() for c in candidates if c.passage.section_path}
+        shown = {name for c in candidates if (name := _entry_name(c.passage.section_path, c.passage.text))}
         names = [i for c in candidates for i in c.passage.identifiers if i not in shown]
         rows: list[int] = []
         named = 0
@@ -556,7 +559,11 @@ class Retriever:
             if named == NAMED_ENTRIES:
                 break
             defining = sorted(set(self._definitions.rows(name).tolist()[:ENTRY_READS]) - set(rows))
-            entries = [row for row, record in self._records(defining).items() if _is_entry_of(record, name)]
+            entries = [
+                row
+                for row, record in self._records(defining).items()
+                if _entry_name(record["section_path"], record["text"]) == name
+            ]
             rows += entries[:ENTRIES_PER_NAME]
             named += bool(entries)
         return tuple(self._reference(row) for row in rows)
@@ -935,9 +942,10 @@ class Retriever:
         return not any(self._document_frequency(t) for t in parts)
 
 
-def _is_entry_of(record: dict, name: str) -> bool:
-    """The chunk is `name`'s own entry: the section it opens bears that name."""
-    return bool(record["section_path"]) and record["section_path"][-1].lower() == name
+def _entry_name(section_path: Sequence[str], text: str) -> str | None:
+    """The name a chunk is the reference entry of: its section's, when the chunk ends in the entry's key/value
+    rows (`Default: | …`)."""
+    return section_path[-1].lower() if section_path and ends_in_key_values(text) else None
 
 
 def _inverse_frequency(chunks: int, carriers: int) -> float:

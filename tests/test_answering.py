@@ -1518,6 +1518,33 @@ def test_a_setting_the_answer_names_is_related_with_its_default_from_the_entry_t
     assert "Default: | 900000" in draft.citations[1].quotes[-1]
 
 
+def test_a_setting_whose_prose_the_answer_quotes_under_its_heading_is_related_after_those_its_sentences_name():
+    """The Streams guide describes `state.dir` under its own heading without its default: the answer closes with
+    the entry's default, but after the settings its sentences name, which the user has not seen described."""
+    axes = _Axes()
+    prose = candidate(axes, "guide", TIMEOUT_DESIGN, [0.9, 0.8], heading="transaction.timeout.ms")
+    references = (
+        _entry(axes, "own", "60000", "transaction.timeout.ms"),
+        _entry(axes, "max", "900000", "transaction.max.timeout.ms"),
+    )
+
+    def answer(**overrides):
+        of_question = ranked([prose], "what is the broker's ceiling for a transaction timeout?")
+        draft = extract_answer(
+            dataclasses.replace(of_question, references=references),
+            shape(max_units_fact=2, related_max=3, relative_cutoff=0.4, **overrides),
+        )
+        _check(draft)
+        return draft
+
+    both = answer().text
+    assert both.startswith("`transaction.timeout.ms`: "), both
+    own = " · `transaction.timeout.ms` (default 60000) [3]"
+    assert both.endswith(f"Related settings: `transaction.max.timeout.ms` (default 900000) [2]{own}"), both
+    room_for_one = len(both) - len(own)
+    assert answer(max_chars=room_for_one).text.endswith("`transaction.max.timeout.ms` (default 900000) [2]")
+
+
 def test_a_named_setting_whose_pages_disagree_on_the_default_is_not_related():
     """The broker's and the producer's entries of one name may differ: the answer cannot tell which it means."""
     axes = _Axes()

@@ -868,6 +868,19 @@ def test_a_setting_the_answer_names_is_related_from_its_entry_though_no_ranked_p
     assert entry.chunk_id not in ranked and f"Default: | {default}" in entry.text, shown(answer)
 
 
+def test_a_setting_described_in_prose_under_its_own_heading_is_related_with_its_entrys_default(docs):
+    """The Streams guide describes `state.dir` under its own heading without its default: that section is not the
+    setting's entry, so the answer still closes with the entry's default, cited to the reference page."""
+    answer = docs.ask("where does a kafka streams app store local state by default?")
+    body, _, line = answer.text.partition("\nRelated settings: ")
+    mentions = {key: (default, int(marker)) for key, _, default, marker in RELATED_MENTION.findall(line)}
+    assert "`state.dir`" in body and "state.dir" in mentions, shown(answer)
+    default, marker = mentions["state.dir"]
+    entry = next(c.passage for c in answer.citations if c.marker == marker)
+    assert default == "${java.io.tmpdir}" and f"Default: | {default}" in entry.text, shown(answer)
+    assert entry.source_path == "generated/streams_config.html", shown(answer)
+
+
 def _conversation(docs: Assistant, *asked: str) -> list[dict[str, str]]:
     """The turns of `asked`, each answered by the assistant with the turns before it."""
     history: list[dict[str, str]] = []
