@@ -351,7 +351,10 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
     # Held right after the lead: the entry of each other setting or error the user asks about, and the best
     # unit for each of the question's asks.
     sources = _default_sources(lead, scored, ranked.candidates)
-    held = [(unit, True) for unit in sources]
+    # For a comparison, the unit that says what the other thing is comes next to the one that leads with the first.
+    others = [[u for u in scored if u is not lead and defines(u.unit, thing)] for thing in query.compared[1:]]
+    held = [(max(defining, key=lambda u: u.score), True) for defining in others if defining]
+    held += [(unit, True) for unit in sources]
     held += [(unit, True) for unit in _other_named_entries(named, lead, query)]
     held += [
         (by_place[place], False)

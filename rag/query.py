@@ -239,6 +239,9 @@ class Query:
     # "what are quotas?", "what does log compaction mean?"; `defined_thing`): the passage sentence that says what
     # it is answers it.
     defined: tuple[str, ...] = ()
+    # The words of each of two things a question compares ("KStream vs KTable?", `compared_things`): the sentence
+    # that says what each is answers it, the first thing's leading; `defined` is the first thing.
+    compared: tuple[tuple[str, ...], ...] = ()
     # The identifiers the user's own lines give a value (`retention.ms=3600000`, `"tasks.max": "4"`).
     valued: frozenset[str] = frozenset()
     # The user's own lines ask how to do something ("how do I …", "how to …", "is there a command that …"):
@@ -452,6 +455,7 @@ def parse_query(
     # A follow-up's asks and what it asks to have defined lean on the conversation: none are read from it alone.
     followup = bool(history) and (leaning or is_followup(question, history))
     how_to = any(_HOW_TO.search(line[:MAX_LINE_CHARS]) for line in own_words)
+    compared = () if followup else compared_things(text)
     return Query(
         question=question,
         text=retrieval_text,
@@ -479,7 +483,8 @@ def parse_query(
         valued=frozenset(valued),
         label=label,
         tag=tag_words,
-        defined=() if followup else defined_thing(text),
+        defined=() if followup else next(iter(compared), ()) or defined_thing(text),
+        compared=compared,
         how_to=how_to,
         told=_last_answer_words(history) if followup else "",
         asking_tokens=() if followup else _asking_tokens(text, error_lines),
@@ -541,6 +546,22 @@ _ASKED_AROUND = re.compile(
     r"(?<=\w)\s+(?:(?:used|good|needed)\s+)?for$|(?<=\w)\s+in\s+(?:the\s+)?[\w-]+(?:\s+[\w-]+)?$", re.I
 )
 
+# A question that compares two things asks what each is: "KStream vs KTable?", "what's the difference between a
+# broker and a controller?", "event time versus processing time, whats the difference?", "KStream and KTable -
+# what's the difference?". What follows the second thing is the question's own ("… for a lookup table", "… in
+# streams").
+_COMPARISON = re.compile(
+    rf"^\s*{_ASK_LEAD_IN}(?:(?:what(?:'?s|\s+is|\s+are)\s+)?(?:the\s+)?(?:\w+\s+)?differences?\s+between\s+"
+    r"(?P<first>[\w\s-]{2,60}?)\s+and\s+(?P<second>[\w\s-]{2,80}?)"
+    r"|(?P<one>[\w\s-]{2,60}?)\s+(?:vs\.?|versus|compared\s+(?:to|with))\s+(?P<other>[\w\s-]{2,80}?))"
+    r"\s*(?:[?,;:.!]|\s[-–—]\s|$)"
+    r"|^\s*(?P<either>[\w\s-]{2,60}?)\s+and\s+(?P<or>[\w\s-]{2,60}?)\s*(?:[,:]|\s[-–—])\s*"
+    r"what(?:'?s|\s+is|\s+are)\s+the\s+(?:\w+\s+)?differences?\b",
+    re.I,
+)
+_COMPARED_PAIRS = (("first", "second"), ("one", "other"), ("either", "or"))
+_COMPARISON_TAIL = re.compile(r"\s+(?:for|in|when|if|on|with|to)\b.*$", re.I)
+
 
 def defined_thing(text: str) -> tuple[str, ...]:
     """The words of what a one-line question asks to have defined (`_DEFINITION_ASK`; the label before "what is
@@ -552,8 +573,28 @@ def defined_thing(text: str) -> tuple[str, ...]:
         return ()
     labelled = _LABELLED_DEFINITION.match(text)
     asked = labelled.group("label") if labelled else _asked_thing(match)
-    thing = _LEADING_ARTICLE.sub("", _MEANING_OF.sub("", asked.strip()))
-    thing = _ASKED_AROUND.sub("", _EXACTLY.sub("", thing))
+    return _thing_words(_EXACTLY.sub("", _MEANING_OF.sub("", asked.strip())))
+
+
+def compared_things(text: str) -> tuple[tuple[str, ...], ...]:
+    """The words of each of two things a one-line question compares (`_COMPARISON`), as `defined_thing` reads a
+    thing; one word before a thing of several shares its last words ("tumbling vs hopping windows" compares
+    tumbling windows and hopping windows). Empty unless both read as things: not identifiers ("acks=1 vs acks=all"
+    names the settings whose entries answer it), nor a question or more than `MAX_DEFINED_WORDS` words."""
+    match = _COMPARISON.match(text) if "\n" not in text.strip() else None
+    if match is None:
+        return ()
+    first, second = next((match[a], match[b]) for a, b in _COMPARED_PAIRS if match[a])
+    sides = [_thing_words(first), _thing_words(_COMPARISON_TAIL.sub("", second))]
+    if len(sides[0]) == 1 and len(sides[1]) > 1:
+        sides[0] = (sides[0][0], *sides[1][1:])
+    return tuple(sides) if all(sides) else ()
+
+
+def _thing_words(asked: str) -> tuple[str, ...]:
+    """The words of a thing asked about, its article and what is said around it left out (`_ASKED_AROUND`); empty
+    when it is no name of a thing: longer than `MAX_DEFINED_WORDS`, pointing back, a question or an identifier."""
+    thing = _ASKED_AROUND.sub("", _LEADING_ARTICLE.sub("", asked.strip()))
     words = tuple(thing.split())
     if (
         not words
@@ -561,9 +602,10 @@ def defined_thing(text: str) -> tuple[str, ...]:
         or _POINTING_WORD.search(thing)
         or _QUESTION_WORD.match(thing)
         or extract_identifiers(thing)
+        or not tokenize(thing)
     ):
         return ()
-    return words if tokenize(thing) else ()
+    return words
 
 
 def names_its_subject(text: str, max_terms: int) -> bool:

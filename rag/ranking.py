@@ -189,11 +189,12 @@ def _is_table(text: str) -> bool:
 def _defining_first(order: np.ndarray, candidates: Sequence[Candidate], query: Query) -> np.ndarray:
     """`order` with its first chunk that says what the question asks to have defined moved to the front
     (`Query.defined`: "what is a tombstone?" and "Such a record is sometimes referred to as a tombstone"),
-    past chunks that only mention it."""
-    if not query.defined:
-        return order
-    texts = (candidates[index].passage.text for index in order.tolist())
-    return _to_front(order, next((n for n, text in enumerate(texts) if says_what_it_is(text, query.defined)), None))
+    past chunks that only mention it; for a comparison (`Query.compared`), the first chunk that says what each
+    thing is, in the question's order ("KStream vs KTable?": KStream's, then KTable's)."""
+    for thing in reversed(query.compared or (query.defined,)):
+        texts = (candidates[index].passage.text for index in order.tolist())
+        order = _to_front(order, next((n for n, text in enumerate(texts) if says_what_it_is(text, thing)), None))
+    return order
 
 
 @dataclass(frozen=True)

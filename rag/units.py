@@ -752,14 +752,18 @@ def _reads_as_heading(text: str) -> bool:
 
 
 def defines(unit: EvidenceUnit, thing: Sequence[str]) -> bool:
-    """A sentence unit that says what `thing` (its words, `Query.defined`) is (`says_what_it_is`)."""
+    """A sentence unit, or an item of a list unit, that says what `thing` (its words, `Query.defined`) is
+    (`says_what_it_is`): the Streams guide's notions of time are a list of "Event time - The point in time …"."""
+    if unit.kind == "list":
+        return any(says_what_it_is(part, thing) for part in unit.parts)
     return unit.kind == "sentence" and says_what_it_is(unit.text, thing)
 
 
 def says_what_it_is(text: str, thing: Sequence[str]) -> bool:
     """`text` has a sentence that says what `thing` is: "A KTable is an abstraction of a changelog stream …",
     "Log compaction is a mechanism …", "… the set of in-sync replicas, which is known as the ISR", "Such a
-    record is sometimes referred to as a tombstone"; each word in any inflection."""
+    record is sometimes referred to as a tombstone", a glossary's "- Event time - The point in time when …"; each
+    word in any inflection."""
     if not thing:
         return False
     name = r"[\s-]+".join(inflection_pattern(word) for word in thing)
@@ -767,7 +771,8 @@ def says_what_it_is(text: str, thing: Sequence[str]) -> bool:
         re.search(
             rf"(?:^|[.;:]\s+)(?:(?:an?|the)\s+)?{name}(?:\s+\([^)]*\))?,?\s+(?:is|are)\s+(?:an?|the|one)\b"
             rf"|\b{name}\s+(?:refers?\s+to|means|stands\s+for)\b"
-            rf"|\b(?:known\s+as|called|referred\s+to\s+as|termed)\s+(?:(?:an?|the)\s+)?[\"'“]?{name}\b(?![’']s\b)",
+            rf"|\b(?:known\s+as|called|referred\s+to\s+as|termed)\s+(?:(?:an?|the)\s+)?[\"'“]?{name}\b(?![’']s\b)"
+            rf"|^\s*(?:[-*+•]\s+)?{name}\s*(?::|\s[-–—])\s+(?:an?|the)\s",
             text,
             re.I | re.M,
         )

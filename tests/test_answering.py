@@ -2520,3 +2520,25 @@ def test_a_later_piece_of_a_config_sample_is_shown_alone():
     )
     draft = _answer_from(sample, [0.3, 0.5, 0.9], "which controllers are voters?", max_units_fact=1, max_chars=800)
     assert "CurrentVoter9" in draft.text and "CurrentVoter0:" not in draft.text, draft.text
+
+
+def test_a_comparison_leads_with_what_the_first_thing_is_and_shows_what_the_second_is_next():
+    """ "KStream vs KTable?" led with a sentence about both ("Compare this behavior …"); the sentences that say
+    what each is answer it, the first thing's leading, the second's shown however it scores."""
+    axes = _Axes()
+    kstream = candidate(
+        axes,
+        "kstream",
+        "A KStream is an abstraction of a record stream. Compare this behavior of KStream to KTable below.",
+        [0.9, 0.95],
+    )
+    ktable = candidate(
+        axes,
+        "ktable",
+        "Only the DSL has the notion of a KTable. A KTable is an abstraction of a changelog stream.",
+        [0.8, 0.3],
+    )
+    draft = extract_answer(ranked([kstream, ktable], "KStream vs KTable?"), shape(relative_cutoff=0.4))
+    _check(draft)
+    assert draft.text.startswith("A KStream is an abstraction of a record stream. [1]"), draft.text
+    assert "A KTable is an abstraction of a changelog stream. [2]" in draft.text, draft.text

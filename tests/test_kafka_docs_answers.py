@@ -1027,3 +1027,12 @@ def test_what_an_acronym_means_in_kafka_is_answered_by_the_sentence_that_defines
     answer = docs.ask("what does ISR mean in kafka?")
     first = next(b for b in answer.text.split("\n\n") if not b.startswith("**"))
     assert "known as the ISR" in first, shown(answer)
+
+
+def test_a_comparison_of_two_things_is_answered_by_what_each_is(docs):
+    """ "what's the difference between a KStream and a KTable?" led with a sentence on transformations; the Streams
+    guide says what each is, and the answer shows both, KStream's first."""
+    answer = docs.ask("what's the difference between a KStream and a KTable?")
+    first = "A KStream is an abstraction of a record stream"
+    second = "A KTable is an abstraction of a changelog stream"
+    assert answer.text.startswith(first) and second in answer.text, shown(answer)

@@ -1408,6 +1408,36 @@ def test_a_question_that_only_asks_what_a_thing_is_names_the_thing(question, thi
     assert parse_query(question).defined == thing
 
 
+@pytest.mark.parametrize(
+    ("question", "things"),
+    [
+        ("KStream vs KTable - what's the actual difference?", (("KStream",), ("KTable",))),
+        ("what's the difference between a broker and a controller?", (("broker",), ("controller",))),
+        ("event time versus processing time", (("event", "time"), ("processing", "time"))),
+        ("KStream and KTable - what's the difference?", (("KStream",), ("KTable",))),
+        # what follows the second thing is the question's own
+        ("broker vs controller in kraft, what's the difference?", (("broker",), ("controller",))),
+        (
+            "kafka streams vs kafka connect for pulling rows out of postgres?",
+            (("kafka", "streams"), ("kafka", "connect")),
+        ),
+        # one word before a thing of several shares its last words
+        ("difference between tumbling and hopping windows?", (("tumbling", "windows"), ("hopping", "windows"))),
+        ("static vs dynamic membership", (("static", "membership"), ("dynamic", "membership"))),
+        # identifiers name the entries that answer it; a question is no thing
+        ("acks=1 vs acks=all", ()),
+        ("what's the difference between acks=1 and acks=all?", ()),
+        ("how do I choose vs what is recommended", ()),
+        ("KStream vs KTable?\nwe use both", ()),
+    ],
+)
+def test_a_question_that_compares_two_things_asks_what_each_is_the_first_leading(question, things):
+    query = parse_query(question)
+    assert query.compared == things
+    assert query.defined == (things[0] if things else ())
+    assert not parse_query(question, [{"role": "user", "content": "what is a ktable?"}], leaning=True).compared
+
+
 def test_a_word_cut_by_the_owner_window_calls_nothing_the_users():
     """Only the last 60 characters before a name are read for its owner; "flavour" cut to "our" owns nothing."""
     question = "Which setting limits the flav" + "our " + "a" * 27 + " " + "b" * 27 + " Zorblatt lag?"

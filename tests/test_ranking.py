@@ -383,3 +383,36 @@ def test_rank_does_not_change_the_pool():
     pool = make_pool([make_candidate("a", first_stage=0.3, features={"rrf": 2.0})])
     rank(pool, k=1, max_per_section=1, model=one_feature_model("rrf"))
     assert pool.candidates[0].passage.score == 0.3
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("what is a KTable?", ["ktable", "other", "kstream"]),
+        # a comparison: the chunk that says what each thing is, in the question's order
+        ("KStream vs KTable?", ["kstream", "ktable", "other"]),
+        ("KTable vs KStream?", ["ktable", "kstream", "other"]),
+    ],
+)
+def test_the_chunks_that_say_what_the_asked_things_are_come_first(question, expected):
+    pool = make_pool(
+        [
+            make_candidate(
+                "other", section=("D", "1"), text="Both KStream and KTable support joins.", features={"bm25": 0.9}
+            ),
+            make_candidate(
+                "kstream",
+                section=("D", "2"),
+                text="A KStream is an abstraction of a record stream.",
+                features={"bm25": 0.1},
+            ),
+            make_candidate(
+                "ktable",
+                section=("D", "3"),
+                text="A KTable is an abstraction of a changelog stream.",
+                features={"bm25": 0.5},
+            ),
+        ],
+        question=question,
+    )
+    assert _ids(rank(pool, k=3, max_per_section=4, model=one_feature_model("bm25"))) == expected

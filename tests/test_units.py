@@ -1032,14 +1032,22 @@ def test_a_setting_is_mentioned_by_its_name_and_the_default_its_entry_gives(rows
             "This topic is sometimes referred to as the state store’s associated changelog topic.",
             False,
         ),
+        # a glossary's entry: the name, a dash or colon, and what it is
+        (("event", "time"), "Event time - The point in time when an event or data record occurred.", True),
+        (("processor", "API"), "Processor API: A low-level API that lets you add and connect processors.", True),
+        (("event", "time"), "Event time: see below.", False),
     ],
 )
 def test_a_sentence_that_says_what_a_thing_is_defines_it(thing, sentence, defined):
     assert defines(EvidenceUnit("sentence", (sentence,)), thing) is defined
 
 
-def test_only_a_sentence_defines():
+def test_only_a_sentence_or_a_list_item_defines():
     assert not defines(EvidenceUnit("row", ("A KTable is an abstraction | x",)), ("KTable",))
+    lead_in = "Common notions of time in streams are:"
+    item = "- Processing time - The point in time when the record happens to be processed."
+    assert defines(EvidenceUnit("list", (lead_in, item)), ("processing", "time"))
+    assert not defines(EvidenceUnit("list", (lead_in, item)), ("event", "time"))
 
 
 def test_a_text_ending_with_the_block_the_next_chunk_opens_with_is_read_without_it():
