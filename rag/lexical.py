@@ -209,6 +209,19 @@ def inflection_pattern(word: str) -> str:
     return re.escape(cut if len(cut) >= MIN_INFLECTED_STEM else stem) + r"\w{0,4}"
 
 
+def noun_pattern(word: str) -> str:
+    """A regular expression for `word`, lower-cased, as a noun: singular or plural ("entry" finds "entries",
+    "cache" "caches"), not a word formed from it ("partition" does not find "partitioning"); an acronym takes a
+    plural "s" only."""
+    lowered = word.lower()
+    if word.isupper():
+        return re.escape(lowered) + "s?"
+    stem = _fold(lowered)
+    if len(stem) > 3 and stem.endswith("y"):
+        return re.escape(stem[:-1]) + "(?:y|ies)"
+    return re.escape(stem) + "(?:e|s|es)?"
+
+
 def word_roots(word: str) -> tuple[str, ...]:
     """The words `word` may be formed from, as `tokenize` folds them: the stem of an "-ing" or "-ed" form
     ("refreshed" refresh, "rhyming" rhyme, "tripping" trip: a doubled consonant undone), unless it would keep

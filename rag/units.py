@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rag.identifiers import extract_identifiers
-from rag.lexical import inflection_pattern
+from rag.lexical import noun_pattern
 
 # 3: log lines are code, like commands; 4: indented unfenced excerpts are code; 5: a chunk that begins
 # inside a fenced block (cut for size) starts as code, empty table cells count, a header cell may end in ")";
@@ -763,10 +763,10 @@ def says_what_it_is(text: str, thing: Sequence[str]) -> bool:
     """`text` has a sentence that says what `thing` is: "A KTable is an abstraction of a changelog stream …",
     "Log compaction is a mechanism …", "… the set of in-sync replicas, which is known as the ISR", "Such a
     record is sometimes referred to as a tombstone", a glossary's "- Event time - The point in time when …"; each
-    word in any inflection."""
+    word singular or plural (`noun_pattern`: "Semantic partitioning means …" says nothing of what a partition is)."""
     if not thing:
         return False
-    name = r"[\s-]+".join(inflection_pattern(word) for word in thing)
+    name = r"[\s-]+".join(noun_pattern(word) for word in thing)
     return bool(
         re.search(
             rf"(?:^|[.;:]\s+)(?:(?:an?|the)\s+)?{name}(?:\s+\([^)]*\))?,?\s+(?:is|are)\s+(?:an?|the|one)\b"

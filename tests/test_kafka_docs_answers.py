@@ -1036,3 +1036,9 @@ def test_a_comparison_of_two_things_is_answered_by_what_each_is(docs):
     first = "A KStream is an abstraction of a record stream"
     second = "A KTable is an abstraction of a changelog stream"
     assert answer.text.startswith(first) and second in answer.text, shown(answer)
+
+
+def test_what_a_partition_is_is_not_answered_by_a_sentence_on_partitioning(docs):
+    """ "Semantic partitioning means …" read as saying what a partition is and led "what is a partition?"."""
+    answer = docs.ask("what is a partition?")
+    assert not answer.text.startswith("Semantic partitioning"), shown(answer)

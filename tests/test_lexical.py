@@ -16,6 +16,7 @@ from rag.lexical import (
     document_frequency,
     inflection_pattern,
     load_bm25,
+    noun_pattern,
     parts_only,
     rows_holding,
     tokenize,
@@ -217,6 +218,22 @@ def test_a_misspelt_word_is_read_as_the_word_one_left_out_or_swapped_letter_away
 )
 def test_a_word_is_found_in_any_inflection(word, text, found):
     assert bool(re.search(rf"\b{inflection_pattern(word)}\b", text)) is found
+
+
+@pytest.mark.parametrize(
+    ("word", "text", "found"),
+    [
+        ("partition", "two partitions", True),
+        ("partitions", "a partition", True),
+        ("entry", "the entries", True),
+        ("caches", "a cache", True),
+        ("ISR", "the ISRs", True),
+        ("partition", "semantic partitioning", False),  # a word formed from it is another word
+        ("replica", "replicated", False),
+    ],
+)
+def test_a_noun_is_found_singular_or_plural_only(word, text, found):
+    assert bool(re.search(rf"\b{noun_pattern(word)}\b", text, re.I)) is found
 
 
 @pytest.mark.parametrize(

@@ -1036,6 +1036,9 @@ def test_a_setting_is_mentioned_by_its_name_and_the_default_its_entry_gives(rows
         (("event", "time"), "Event time - The point in time when an event or data record occurred.", True),
         (("processor", "API"), "Processor API: A low-level API that lets you add and connect processors.", True),
         (("event", "time"), "Event time: see below.", False),
+        # a word formed from the thing's is another thing
+        (("partition",), "Semantic partitioning means using some key to assign messages to partitions.", False),
+        (("partitions",), "A partition is an ordered, immutable sequence of records.", True),
     ],
 )
 def test_a_sentence_that_says_what_a_thing_is_defines_it(thing, sentence, defined):
