@@ -1492,11 +1492,11 @@ TIMEOUT_DESIGN = (
 )
 
 
-def _timeout_answer(*references, **overrides):
+def _timeout_answer(*references, heading: str = "Heading", **overrides):
     """An answer whose second sentence names a setting no ranked passage is the entry of; `references` are the
-    chunks the retriever read for the names the passages use (`Ranked.references`)."""
+    chunks the retriever read for the names the passages use (`Ranked.references`), `heading` the passage's."""
     axes = _Axes()
-    design = candidate(axes, "design", TIMEOUT_DESIGN, [0.9, 0.8])
+    design = candidate(axes, "design", TIMEOUT_DESIGN, [0.9, 0.8], heading=heading)
     of_question = ranked([design], "what is the broker's ceiling for a transaction timeout?")
     draft = extract_answer(
         dataclasses.replace(of_question, references=references),
@@ -1522,20 +1522,13 @@ def test_a_setting_whose_prose_the_answer_quotes_under_its_heading_is_related_af
     """The Streams guide describes `state.dir` under its own heading without its default: the answer closes with
     the entry's default, but after the settings its sentences name, which the user has not seen described."""
     axes = _Axes()
-    prose = candidate(axes, "guide", TIMEOUT_DESIGN, [0.9, 0.8], heading="transaction.timeout.ms")
     references = (
         _entry(axes, "own", "60000", "transaction.timeout.ms"),
         _entry(axes, "max", "900000", "transaction.max.timeout.ms"),
     )
 
     def answer(**overrides):
-        of_question = ranked([prose], "what is the broker's ceiling for a transaction timeout?")
-        draft = extract_answer(
-            dataclasses.replace(of_question, references=references),
-            shape(max_units_fact=2, related_max=3, relative_cutoff=0.4, **overrides),
-        )
-        _check(draft)
-        return draft
+        return _timeout_answer(*references, heading="transaction.timeout.ms", **overrides)
 
     both = answer().text
     assert both.startswith("`transaction.timeout.ms`: "), both
