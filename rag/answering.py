@@ -231,7 +231,10 @@ def extract_answer(ranked: Ranked, shape: AnswerShape, asks: Sequence[Ranked] = 
         if u.candidate_index < NAMED_LEAD_PASSAGES
         and _asked_about(u.unit, query)
         and not _of_setup(u.unit, query)
-        and (u.candidate_index == 0 or _in_asking(u.unit, query))
+        and (
+            u.candidate_index == 0
+            or (_in_asking(u.unit, query) and not _a_word_of_the_first(u.unit, query, ranked.candidates[0].passage))
+        )
     ]
     # Of the rows a pasted name fits, the one it fits whole: every row of the MBean type the user pastes
     # (`kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions`) names `ReplicaManager`, and only
@@ -1208,6 +1211,31 @@ def _asked_about(unit: EvidenceUnit, query: Query) -> bool:
     subject_tokens = tokenize(unit.subject)
     named = bool(subject_tokens) and _runs_in(subject_tokens, query.tokens) and _spelt_in(unit.subject, query.text)
     return named or bool(_named_by(unit, query))
+
+
+def _a_word_of_the_first(unit: EvidenceUnit, query: Query, first: Passage) -> bool:
+    """The entry's name is one plain lower-case word (`groups`, `topics`) that the question writes only as prose
+    does (never in code quotes, given a value or ending a key of theirs: `transforms.pick.field`), and the first
+    passage writes as a word of its prose too (not only as a name, a key given a value or a table's cell): the
+    question uses the word in the first passage's sense. "list all consumer groups?" is answered by the passage on
+    managing consumer groups, not by a lower passage's MirrorMaker `groups` entry; "what format does renames take?"
+    names the `renames` field, a word the first passage ("… rename a topic") does not write."""
+    subject = unit.subject
+    if not re.fullmatch(r"[a-z]+", subject) or _named_by(unit, query):
+        return False
+    as_a_name = rf"[`'\"]{subject}[`'\"]|(?<![\w.-]){subject}\s*="
+    if re.search(as_a_name, query.text, re.IGNORECASE) or any(
+        i.name.rsplit(".", 1)[-1] == subject for i in query.identifiers
+    ):
+        return False
+    return _as_prose(subject, first.text)
+
+
+def _as_prose(word: str, text: str) -> bool:
+    """`text` writes `word` as a word of a sentence at least once: not in quotes, given a value or in a table's
+    cell (`acks`, "acks=all", "acks | Producer | …")."""
+    pattern = rf"(?<![\w./`'\"|-])(?<!\|\s){word}(?![\w`'\"-]|\.\w|\s*[=|])"
+    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 def _named_by(unit: EvidenceUnit, query: Query) -> frozenset[str]:

@@ -850,6 +850,28 @@ def test_a_one_word_setting_is_named_only_as_it_is_spelt(question, leader):
     _assert_led_by([prose, entry], question, leader)
 
 
+MIRRORED_GROUPS = "\n".join(
+    ["Consumer groups to replicate.", "", "Type: | list", "Default: | .*", "Importance: | high"]
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "leader"),
+    [
+        # the word of the question's prose: the command the first passage shows leads, not a lower entry
+        ("list all consumer groups?", "To list all consumer groups"),
+        # written as a name, in code quotes or given a value: the entry leads from the lower passage
+        ("what does `groups` default to in a checkpoint connector?", "`groups`: "),
+        ("we set groups=orders-.* for the consumer groups, which ones does that take?", "`groups`: "),
+    ],
+)
+def test_a_one_word_setting_the_question_writes_as_prose_does_not_lead_from_a_lower_passage(question, leader):
+    axes = _Axes()
+    prose = candidate(axes, "groups", "To list all consumer groups, run kafka-consumer-groups.sh with --list.", [0.5])
+    entry = candidate(axes, "checkpoint", MIRRORED_GROUPS, [0.9], heading="groups")
+    _assert_led_by([prose, entry], question, leader)
+
+
 STATUS_ROW = (
     "Metric/Attribute name | Description | Mbean name\n"
     "status | The status of the connector. | kafka.connect:type=connector-metrics\n"

@@ -1042,3 +1042,11 @@ def test_what_a_partition_is_is_not_answered_by_a_sentence_on_partitioning(docs)
     """ "Semantic partitioning means …" read as saying what a partition is and led "what is a partition?"."""
     answer = docs.ask("what is a partition?")
     assert not answer.text.startswith("Semantic partitioning"), shown(answer)
+
+
+def test_a_setting_named_by_a_plain_word_of_the_question_does_not_lead_from_a_lower_passage(docs):
+    """ "list all consumer groups?" writes "groups" as prose does: the MirrorMaker `groups` entry (third passage)
+    led, above the consumer-group tool's `--list` example in the first."""
+    answer = docs.ask("list all consumer groups?")
+    first = next(b for b in answer.text.split("\n\n") if not b.startswith("**"))
+    assert "kafka-consumer-groups.sh --bootstrap-server localhost:9092 --list" in first, shown(answer)
