@@ -836,39 +836,33 @@ def test_the_entry_of_a_setting_named_only_around_the_asking_sentence_does_not_l
 
 
 RENAMES = "\n".join(["Field rename mappings.", "", "Type: | list", 'Default: | ""', "Importance: | medium"])
-
-
-@pytest.mark.parametrize(
-    ("question", "leader"),
-    [("how do I rename a topic?", "It is not possible"), ("what format does renames take?", "`renames`: ")],
-)
-def test_a_one_word_setting_is_named_only_as_it_is_spelt(question, leader):
-    """ "rename a topic" and the `renames` field fold to one token, but the question does not name the field."""
-    axes = _Axes()
-    prose = candidate(axes, "topics", "It is not possible to rename a topic directly.", [0.6])
-    entry = candidate(axes, "renames", RENAMES, [0.9], heading="renames")
-    _assert_led_by([prose, entry], question, leader)
-
-
+RENAME_PROSE = "It is not possible to rename a topic directly."
 MIRRORED_GROUPS = "\n".join(
     ["Consumer groups to replicate.", "", "Type: | list", "Default: | .*", "Importance: | high"]
 )
+GROUPS_PROSE = "To list all consumer groups, run kafka-consumer-groups.sh with --list."
 
 
 @pytest.mark.parametrize(
-    ("question", "leader"),
+    ("prose_text", "entry_text", "name", "question", "leader"),
     [
-        # the word of the question's prose: the command the first passage shows leads, not a lower entry
-        ("list all consumer groups?", "To list all consumer groups"),
+        # "rename a topic" and the `renames` field fold to one token, but the question does not name the field
+        (RENAME_PROSE, RENAMES, "renames", "how do I rename a topic?", "It is not possible"),
+        # a word the first passage does not write: the question names the field
+        (RENAME_PROSE, RENAMES, "renames", "what format does renames take?", "`renames`: "),
+        # a word of the question's prose that the first passage writes too: its command leads, not a lower entry
+        (GROUPS_PROSE, MIRRORED_GROUPS, "groups", "list all consumer groups?", "To list all consumer groups"),
         # written as a name, in code quotes or given a value: the entry leads from the lower passage
-        ("what does `groups` default to in a checkpoint connector?", "`groups`: "),
-        ("we set groups=orders-.* for the consumer groups, which ones does that take?", "`groups`: "),
+        (GROUPS_PROSE, MIRRORED_GROUPS, "groups", "what does `groups` default to in a checkpoint?", "`groups`: "),
+        (GROUPS_PROSE, MIRRORED_GROUPS, "groups", "we set groups=orders-.* for the consumer groups, ok?", "`groups`: "),
     ],
 )
-def test_a_one_word_setting_the_question_writes_as_prose_does_not_lead_from_a_lower_passage(question, leader):
+def test_a_one_word_setting_is_named_only_as_it_is_spelt_and_not_as_the_first_passages_prose(
+    prose_text, entry_text, name, question, leader
+):
     axes = _Axes()
-    prose = candidate(axes, "groups", "To list all consumer groups, run kafka-consumer-groups.sh with --list.", [0.5])
-    entry = candidate(axes, "checkpoint", MIRRORED_GROUPS, [0.9], heading="groups")
+    prose = candidate(axes, "prose", prose_text, [0.6])
+    entry = candidate(axes, name, entry_text, [0.9], heading=name)
     _assert_led_by([prose, entry], question, leader)
 
 
