@@ -13,7 +13,8 @@ The budget is chosen on the whole procedure (fit, then threshold on own scores),
 `REPEATS` shuffles: the best held-out balanced accuracy among the budgets whose held-out over-abstention
 stays within `MAX_OVER_ABSTENTION` in every golden file, not only pooled (in-sample scores flatter a model,
 so the held-out figures are the ones reported).
-Test-part ids are never read. Writes the model file and `evals/reports/fit_abstention.md`.
+Test-part ids are never read. Writes the model file and `evals/reports/fit_abstention.md`; the new model has no
+caution threshold (its scores are not the old model's): re-run `evals/fit_caution.py` after it.
 """
 
 from __future__ import annotations

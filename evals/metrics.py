@@ -140,6 +140,7 @@ class QuestionScore:
     context_chars: int  # characters of the top-k passages the answerer is given
     answer_chars: int  # characters of the answer text
     cited_sources: tuple[str, ...] = ()  # source path of each cited passage, in marker order
+    cautioned: bool = False  # answered with the low-confidence note (`rag.abstention.answer_confidence`)
 
     @property
     def part(self) -> str:
@@ -209,6 +210,11 @@ def summarise(scores: Sequence[QuestionScore]) -> dict[str, float | int | None]:
     metrics["abstention_recall"] = _mean(float(s.abstained) for s in unanswerable)
     metrics["over_abstention"] = _mean(float(s.abstained) for s in answerable)
     metrics["answerable_accuracy"] = _mean(float(not s.abstained and s.facts_ok) for s in answerable)
+    # The caution's worth: of the answers it marks, the share that fail (an unanswerable question answered, or an
+    # answerable one that misses), and of the answers that fail, the share it marks.
+    answered = [s for s in scores if not s.abstained]
+    metrics["caution_precision"] = _mean(float(not s.passed) for s in answered if s.cautioned)
+    metrics["caution_recall"] = _mean(float(s.cautioned) for s in answered if not s.passed)
     latencies = [s.latency_ms for s in scores]
     metrics["p50_ms"] = percentile(latencies, 50)
     metrics["p95_ms"] = percentile(latencies, 95)

@@ -323,6 +323,7 @@ def score(trial: Trial, k: int) -> QuestionScore:
         context_chars=sum(len(p.text) for p in trial.search.passages[:k]),
         answer_chars=len(answer.text),
         cited_sources=tuple(c.passage.source_path for c in answer.citations),
+        cautioned=answer.cautioned,
     )
 
 
@@ -346,6 +347,7 @@ def question_row(trial: Trial, s: QuestionScore) -> dict[str, Any]:
         "raw_rank": s.raw_rank,
         "answer": answer.text,
         "abstained": answer.abstained,
+        "cautioned": answer.cautioned,
         "facts_found": found,
         "facts_missed": missed,
         "key_fact_recall": s.key_fact_recall,

@@ -3,7 +3,7 @@
 The public API, the only names adapters (CLI, web UI, Slack, evals) import:
 """
 
-from rag.abstention import unfitted_abstention
+from rag.abstention import load_abstention, unfitted_abstention
 from rag.adapter import ADAPTER_FILE, chunk_model_texts
 from rag.adapter_training import BATCH as ADAPTER_BATCH
 from rag.adapter_training import LEARNING_RATE as ADAPTER_LEARNING_RATE
@@ -72,6 +72,7 @@ __all__ = [
     "extracted_text",
     "feedback_record",
     "first_stage_ranker",
+    "load_abstention",
     "model_paths",
     "model_with_adapter",
     "prose_capitalisation",

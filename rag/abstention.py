@@ -4,13 +4,16 @@ A learned decision over retrieval features (scores, their gap, how much of the q
 passages cover, words and names the corpus never uses), not word lists: what a list of off-topic
 words or product names would decide is read from the corpus itself. The weights and the threshold
 are data (`abstention.json` beside this module), fitted by `evals/fit_abstention.py` on the tuning
-parts of the golden files and calibrated to keep over-abstention on answerable questions low.
+parts of the golden files and calibrated to keep over-abstention on answerable questions low. Between
+declining and answering plainly, a band of scores where answers are about as often wrong as right gets an
+answer with a caution (`evals/fit_caution.py` fits where the band ends).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -49,6 +52,7 @@ ABSTENTION_FEATURES = (
     # corpus or not: a product it mentions in passing ("RabbitMQ", "Event Hubs") is not what its passages are about
 )
 TOP_PASSAGES = 3
+Confidence = Literal["declined", "unsure", "sure"]
 ABSTENTION_PATH = model_paths()["abstention"]
 
 
@@ -114,5 +118,17 @@ def answerable_score(ranked: Ranked, model: LinearModel) -> float:
 
 
 def should_abstain(ranked: Ranked, model: LinearModel) -> bool:
-    threshold = model.mode_thresholds.get(ranked.pool.mode, model.threshold)
-    return not ranked.candidates or answerable_score(ranked, model) < threshold
+    return answer_confidence(ranked, model) == "declined"
+
+
+def answer_confidence(ranked: Ranked, model: LinearModel) -> Confidence:
+    """ "declined" under the model's threshold for the retrieval mode; "unsure" under its caution threshold, fitted
+    on hybrid retrieval only: answers that score there are about as often wrong as right, so they come with a
+    caution; else "sure"."""
+    if not ranked.candidates:
+        return "declined"
+    score = answerable_score(ranked, model)
+    if score < model.mode_thresholds.get(ranked.pool.mode, model.threshold):
+        return "declined"
+    caution = model.caution_threshold
+    return "unsure" if caution is not None and ranked.pool.mode == "hybrid" and score < caution else "sure"

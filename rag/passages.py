@@ -79,6 +79,7 @@ class Answer:
     query: str  # the retrieval query actually used (after follow-up rewriting and log reduction)
     related: tuple[Passage, ...] = ()  # on abstention: closest passages, shown as "possibly related"
     notes: tuple[str, ...] = ()  # visible notes, e.g. "Input trimmed to its error signal"
+    cautioned: bool = False  # answered, with a low-confidence note (`rag.abstention.answer_confidence`)
     timings_ms: dict[str, float] = field(default_factory=dict)
     answerer: str = "extractive"
     index_version: str = ""

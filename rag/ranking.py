@@ -64,6 +64,9 @@ class LinearModel:
     # The threshold for another retrieval mode than the hybrid default, where one was fitted: a single
     # retriever's passages score lower, so the hybrid's threshold would decline more answerable questions.
     mode_thresholds: dict[str, float] = field(default_factory=dict)
+    # For the abstention model: below this score (and over `threshold`) an answer is given with a caution: its
+    # passages answer questions like it about as often wrong as right (`evals/fit_caution.py`). None: never.
+    caution_threshold: float | None = None
     version: int = 1
     training: dict[str, Any] = field(default_factory=dict)  # data hash, counts, the fit's metrics
 
@@ -90,6 +93,7 @@ class LinearModel:
             "bias": self.bias,
             "threshold": self.threshold,
             "mode_thresholds": self.mode_thresholds,
+            "caution_threshold": self.caution_threshold,
             "training": self.training,
         }
         return json.dumps(payload, indent=2) + "\n"
@@ -108,6 +112,7 @@ class LinearModel:
                 bias=float(raw.get("bias", 0.0)),
                 threshold=float(raw.get("threshold", 0.0)),
                 mode_thresholds={str(k): float(v) for k, v in raw.get("mode_thresholds", {}).items()},
+                caution_threshold=None if raw.get("caution_threshold") is None else float(raw["caution_threshold"]),
                 version=int(raw.get("version", 1)),
                 training=dict(raw.get("training", {})),
             )

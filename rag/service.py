@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING
 
 from threadpoolctl import threadpool_limits
 
-from rag.abstention import ABSTENTION_FEATURES, TOP_PASSAGES, abstention_features, load_abstention, should_abstain
+from rag.abstention import (
+    ABSTENTION_FEATURES,
+    TOP_PASSAGES,
+    abstention_features,
+    answer_confidence,
+    load_abstention,
+    should_abstain,
+)
 from rag.answering import AnswerShape, Draft, abstain, extract_answer, section_passages
 from rag.embedding import Embedder, load_embedder, model_identity
 from rag.errors import GenerationError, QuestionError
@@ -70,6 +77,10 @@ UNREFERENCED_NOTE = (
 )
 READ_AS_NOTE = (
     "Read `{wrong}` as `{right}`: the knowledge base names no `{wrong}`; check its spelling where you set it."
+)
+CAUTION_NOTE = (
+    "Low confidence: the passages found match this question only in part, and answers that score like this one "
+    "are wrong about as often as right. Check the cited passages before acting on it."
 )
 LLM_FALLBACK_NOTE = "The language model was unavailable: {reason} Showing the extractive answer from the passages."
 # First-stage candidates asked of each retriever per passage ranked (each gives `Settings.candidates` at least).
@@ -292,7 +303,11 @@ class Assistant:
             notes.append(TASK_NOTE)
         elif unreferenced:
             notes.append(UNREFERENCED_NOTE)
-        declined = task or unreferenced or should_abstain(prepared.ranked, self._abstention)
+        confidence = answer_confidence(prepared.ranked, self._abstention)
+        declined = task or unreferenced or confidence == "declined"
+        cautioned = not declined and confidence == "unsure"
+        if cautioned:
+            notes.append(CAUTION_NOTE)
         # the extractive answer holds a unit for each thing the question asks: searched only when it answers
         asks = () if declined or answerer == "llm" else self._search_asks(prepared, timings)
         stage = time.perf_counter()
@@ -315,6 +330,7 @@ class Assistant:
             query=prepared.query.text,
             related=draft.related,
             notes=tuple(notes),
+            cautioned=cautioned,
             timings_ms=timings,
             answerer=used,
             index_version=prepared.version,

@@ -13,6 +13,7 @@ from rag.abstention import (
     ABSTENTION_PATH,
     TOP_PASSAGES,
     abstention_features,
+    answer_confidence,
     answerable_score,
     load_abstention,
     should_abstain,
@@ -225,6 +226,23 @@ def test_a_single_retriever_is_held_to_its_own_threshold(tmp_path):
     for mode, declined in (("hybrid", True), ("dense", False), ("bm25", True)):
         ranked = Ranked(make_pool(candidates, mode=mode), tuple(candidates), (1.0,))
         assert should_abstain(ranked, model) is declined, mode
+
+
+def test_a_score_between_the_threshold_and_the_caution_threshold_is_answered_unsure(tmp_path):
+    """best_dense 0.35 scores 0.35: declined under 0.4, unsure under a caution of 0.5, sure under none or 0.3; the
+    caution threshold survives the model file, and a single retriever (fitted on none) is never unsure."""
+    ranked = _ranked([make_candidate("a", dense=0.35)], [1.0])
+    cases = ((0.4, 0.5, "declined"), (0.3, 0.5, "unsure"), (0.3, None, "sure"), (0.0, 0.3, "sure"))
+    for threshold, caution, expected in cases:
+        model = dataclasses.replace(_model("best_dense", threshold=threshold), caution_threshold=caution)
+        path = tmp_path / "abstention.json"
+        path.write_text(model.to_json(), encoding="utf-8")
+        assert load_abstention(path).caution_threshold == caution
+        assert answer_confidence(ranked, load_abstention(path)) == expected, (threshold, caution)
+        assert should_abstain(ranked, model) is (expected == "declined")
+    single = Ranked(make_pool([make_candidate("a", dense=0.35)], mode="dense"), ranked.candidates, (1.0,))
+    unsure = dataclasses.replace(_model("best_dense", threshold=0.3), caution_threshold=0.5)
+    assert answer_confidence(single, unsure) == "sure"
 
 
 def test_shipped_abstention_model_loads_with_the_features_the_code_computes():

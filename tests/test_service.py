@@ -10,13 +10,15 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
 
 from rag import Answer, Assistant, QuestionError, SearchResult
+from rag.abstention import load_abstention
 from rag.answering import NOT_COVERED
 from rag.errors import IndexMismatchError, IndexNotFoundError, RetrievalError
-from rag.service import READ_AS_NOTE, TASK_NOTE, TRIMMED_NOTE, UNREFERENCED_NOTE
+from rag.service import CAUTION_NOTE, READ_AS_NOTE, TASK_NOTE, TRIMMED_NOTE, UNREFERENCED_NOTE
 from rag.settings import BASE_MODEL, DEFAULT_MODEL, Settings
 
 pytestmark = pytest.mark.slow
@@ -379,6 +381,23 @@ def test_a_misspelt_key_is_answered_as_the_key_with_a_note_saying_so(assistant):
     assert "max.poll.interval.ms" in answer.text
     spelt_right = assistant.ask("we raised max.poll.interval.ms but streams threads still get kicked out of the group")
     assert spelt_right.notes == ()
+
+
+def test_an_answer_scoring_under_the_caution_threshold_comes_with_the_low_confidence_note(settings):
+    """The same answer, with the caution note and flag when the abstention model's score of the question lies
+    under the caution threshold, and without them when it lies over it."""
+    question = "consumer lag keeps growing on one partition, what should I check?"
+    shipped = load_abstention()
+    inspection = Assistant.from_settings(settings).inspect(question)
+    score = float(shipped.scores(np.asarray([inspection.abstention]))[0])
+    assert score > shipped.threshold, "the question must be answered for this test"
+    answers = {}
+    for caution in (score + 0.5, score - 0.5):
+        model = dataclasses.replace(shipped, caution_threshold=caution)
+        answers[caution > score] = Assistant.from_settings(settings, abstention=model).ask(question)
+    assert answers[True].cautioned and CAUTION_NOTE in answers[True].notes
+    assert not answers[False].cautioned and CAUTION_NOTE not in answers[False].notes
+    assert answers[True].text == answers[False].text and not answers[True].abstained
 
 
 # ------------------------------------------------------------------------------------------ answers

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import evals.fit_abstention as fit_abstention
+import evals.fit_caution as fit_caution
 import evals.fit_embedding as fit_embedding
 import evals.fit_ranker as fit_ranker
 import evals.held_out_tuning as held_out_tuning
@@ -673,3 +674,48 @@ def test_follow_up_tuning_chooses_the_most_leads_with_a_key_fact_then_the_fewest
     assert choose({(8, 0.1): result(14, 20), (8, 0.3): result(14, 20), (5, 9.0): result(13, 15)}) == (8, 0.1)
     answer = "**What to do**\n\nSet `acks=all`. [1][2]\n\nThen restart. [1]"
     assert tune_followups.lead_block(answer) == "Set `acks=all`."
+
+
+def test_the_caution_threshold_is_where_marked_failures_most_outnumber_marked_passes():
+    def answered(*outcomes):
+        return [fit_caution.Answered(str(n), "g", score, failed) for n, (score, failed) in enumerate(outcomes)]
+
+    # failures at the bottom: the cut goes between the last failure of the run and the pass above it
+    low_failures = answered(
+        (-1.0, True), (-0.5, True), (0.0, False), (0.2, True), (0.4, True), (1.0, False), (2.0, False)
+    )
+    assert fit_caution.choose_threshold(low_failures) == pytest.approx(0.7)
+    m = fit_caution.marked(low_failures, 0.7)
+    assert (m.marked, m.failed_marked, m.failures, m.passes) == (5, 4, 4, 3)
+    assert (m.precision, m.recall, m.passes_marked) == (0.8, 1.0, pytest.approx(1 / 3))
+    # two cuts gain as much: the lower one, which marks fewer answers
+    assert fit_caution.choose_threshold(answered((-1.0, True), (0.0, False), (1.0, True), (2.0, False))) == -0.5
+    # a pass at the bottom, then as many failures as passes: no cut gains, so no caution
+    assert fit_caution.choose_threshold(answered((-1.0, False), (0.0, True), (1.0, False), (2.0, True))) is None
+    assert fit_caution.marked(low_failures, None).marked == 0
+
+
+def test_the_caution_fit_asks_only_tuning_questions_and_writes_its_threshold_into_the_model(
+    seeds_index, golden, inspected, asked, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(fit_abstention, "REPEATS", 1)
+    monkeypatch.setattr(fit_caution, "REPEATS", 1)
+    halves = _half_indexes(seeds_index, tmp_path)
+    out, report = tmp_path / "abstention.json", tmp_path / "fit_caution.md"
+    shipped = load_abstention()
+    out.write_text(shipped.to_json(), encoding="utf-8")
+    argv = ["--set", str(GOLDEN), str(SEEDS), str(seeds_index), "--half-indexes", *map(str, halves)]
+    assert fit_caution.main([*argv, "--out", str(out), "--report", str(report)]) == 0
+    _only_tune(inspected, golden)
+    _only_tune(asked, golden)
+    model = load_abstention(out)
+    assert (model.weights, model.threshold, model.mode_thresholds) == (
+        shipped.weights,
+        shipped.threshold,
+        shipped.mode_thresholds,
+    )
+    figures = model.training["caution"]
+    assert figures["answered"] > 0 and 0 <= figures["marked"] <= figures["answered"]
+    assert (model.caution_threshold is None) == (figures["marked"] == 0)
+    text = report.read_text(encoding="utf-8")
+    assert "tuning parts only" in text and "Chosen caution threshold" in text and "| half 1 |" in text

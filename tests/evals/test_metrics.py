@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -177,6 +178,17 @@ def test_question_score_properties():
     assert a.outcome() == {"part": part_of("A"), "pass": True, "hit@5": True, "facts_ok": True, "abstained": False}
     assert d.outcome() == {"part": part_of("D"), "pass": True, "hit@5": None, "facts_ok": None, "abstained": True}
     assert [s.part for s in TOY] == [part_of(s.id) for s in TOY]
+
+
+def test_the_caution_is_scored_on_answered_questions_by_the_failures_it_marks():
+    """Answered: A passes, B and E fail; C and D abstained and count for neither figure. The caution marks A and
+    B: half of what it marks fails, and it marks one of the two failures."""
+    marked = {"A", "B", "C"}
+    scores = [dataclasses.replace(s, cautioned=s.id in marked) for s in TOY]
+    m = summarise(scores)
+    assert m["caution_precision"] == pytest.approx(1 / 2)
+    assert m["caution_recall"] == pytest.approx(1 / 2)
+    assert summarise(TOY)["caution_precision"] is None and summarise(TOY)["caution_recall"] == 0.0
 
 
 def test_source_precision_is_the_share_of_citations_from_the_items_sources():
