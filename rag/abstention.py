@@ -122,9 +122,9 @@ def should_abstain(ranked: Ranked, model: LinearModel) -> bool:
 
 
 def answer_confidence(ranked: Ranked, model: LinearModel) -> Confidence:
-    """ "declined" under the model's threshold for the retrieval mode; "unsure" under its caution threshold, fitted
-    on hybrid retrieval only: answers that score there are about as often wrong as right, so they come with a
-    caution; else "sure"."""
+    """How far the passages answer the question: declined under the model's threshold for the retrieval mode;
+    unsure under its caution threshold (fitted on hybrid retrieval only), where answers are about as often wrong
+    as right, so they come with a caution; else sure."""
     if not ranked.candidates:
         return "declined"
     score = answerable_score(ranked, model)

@@ -93,6 +93,7 @@ class Answer:
             "query": self.query,
             "related": [p.to_dict() for p in self.related],
             "notes": list(self.notes),
+            "cautioned": self.cautioned,
             "timings_ms": dict(self.timings_ms),
             "answerer": self.answerer,
             "index_version": self.index_version,

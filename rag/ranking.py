@@ -64,8 +64,8 @@ class LinearModel:
     # The threshold for another retrieval mode than the hybrid default, where one was fitted: a single
     # retriever's passages score lower, so the hybrid's threshold would decline more answerable questions.
     mode_thresholds: dict[str, float] = field(default_factory=dict)
-    # For the abstention model: below this score (and over `threshold`) an answer is given with a caution: its
-    # passages answer questions like it about as often wrong as right (`evals/fit_caution.py`). None: never.
+    # For the abstention model: an answer scoring below this (and over `threshold`) is given with a caution, since
+    # answers scoring there are about as often wrong as right (`evals/fit_caution.py`). None: never.
     caution_threshold: float | None = None
     version: int = 1
     training: dict[str, Any] = field(default_factory=dict)  # data hash, counts, the fit's metrics

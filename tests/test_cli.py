@@ -77,7 +77,7 @@ def test_ask_json_prints_an_answer(seeds_index, capsys):
     assert data["abstained"] is False
     assert "000_0424dccc37dbf1fb.txt" in [c["source_path"] for c in data["citations"]]
     assert [c["marker"] for c in data["citations"]] == list(range(1, len(data["citations"]) + 1))
-    assert {"text", "query", "notes", "timings_ms", "related", "answerer", "index_version"} <= set(data)
+    assert {"text", "query", "notes", "cautioned", "timings_ms", "related", "answerer", "index_version"} <= set(data)
 
 
 @pytest.mark.slow

@@ -45,7 +45,8 @@ def tools(assistant: Assistant) -> tuple[Callable[..., str], ...]:
 
         The answer cites passages with [n] markers and ends with the list of sources (title › section, file,
         URL). When the documentation does not cover the question it says "The knowledge base does not cover
-        this." and lists possibly related passages instead: do not present those as an answer.
+        this." and lists possibly related passages instead: do not present those as an answer. An answer with
+        the note "Low confidence: …" matches the question only in part: say so if you use it.
 
         Args:
             question: a question about Apache Kafka, or a pasted error message or stack trace.
