@@ -96,11 +96,11 @@ def marked(answered: Sequence[Answered], threshold: float | None) -> Marked:
 
 
 def answered_tuning_questions(
-    sets: Sequence[tuple[Path, Path, Path]], half_indexes: Sequence[tuple[Path, Path]] = ()
+    sets: Sequence[tuple[Path, Path, Path]], regularisation: float, half_indexes: Sequence[tuple[Path, Path]] = ()
 ) -> list[Answered]:
-    """The answered tuning questions of every set, each with its cross-validated score and its outcome."""
+    """The answered tuning questions of every set, each with its score cross-validated with the abstention fit's
+    `regularisation` (its C), and its outcome."""
     x, y, ids, _, _ = collect(sets, half_indexes)
-    regularisation = float(load_abstention().training.get("C", 1.0))
     scores = np.mean([cross_validated_scores(x, y, regularisation, repeat) for repeat in range(REPEATS)], axis=0)
     score_of = dict(zip(ids, scores.tolist(), strict=True))
     answered = []
@@ -164,10 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=REPORT)
     add_half_indexes_argument(parser)
     args = parser.parse_args(argv)
-    answered = answered_tuning_questions([tuple(s) for s in args.set], half_index_pairs(parser, args))
+    model = load_abstention(args.out)
+    regularisation = float(model.training.get("C", 1.0))
+    answered = answered_tuning_questions([tuple(s) for s in args.set], regularisation, half_index_pairs(parser, args))
     threshold = choose_threshold(answered)
     chosen = marked(answered, threshold)
-    model = load_abstention(args.out)
     figures = {"answered": len(answered), "marked": chosen.marked, "precision": chosen.precision}
     figures |= {"recall": chosen.recall, "passes_marked": chosen.passes_marked}
     model = dataclasses.replace(model, caution_threshold=threshold, training={**model.training, "caution": figures})
