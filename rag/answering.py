@@ -43,6 +43,7 @@ from rag.units import (
     is_bare_row,
     is_lead_in_sentence,
     is_log,
+    is_runnable,
     is_title,
     lead_in,
     leading_block_end,
@@ -187,6 +188,7 @@ _DEPENDS_ON_BEFORE = re.compile(
 _DEMONSTRATIVE = re.compile(r"\b(?:this|these|those|such(?: an?)?)\s+([a-z][a-z-]{2,})\b", re.I)
 _WORD = re.compile(r"[a-z][a-z-]+")
 _LONG_FLAG = re.compile(r"(?<!\S)--[a-z][\w-]+")
+_QUOTED_KEY = re.compile(r"`[a-z][\w-]*(?:\.[\w-]+)+`")  # a setting's key as code: `ssl.principal.mapping.rules`
 _CLASS_NAME = re.compile(r"^(?:[a-z]\w*\.)+[A-Z]\w*(?:\$\w+)?$")  # a package path and a class
 
 
@@ -1456,7 +1458,14 @@ def _bucket(unit: EvidenceUnit) -> str:
     if unit.kind == "code":
         if is_log(unit.parts[-1]):
             return "cause"  # a log excerpt shows what the error looks like
-        return "check" if _CHECK.search(unit.text) else "do"
+        if _CHECK.search(unit.text):
+            return "check"
+        # What a block shows (a tool's output, a znode's layout) is no action, unless its lead-in says to do it
+        # ("Add the following Maven dependency:") or gives it as a setting's values ("Example
+        # `ssl.principal.mapping.rules` values are:").
+        lead_in = " ".join(unit.parts[:-1])
+        runnable = is_runnable(unit.parts[-1]) or bool(_DO.search(lead_in) or _QUOTED_KEY.search(lead_in))
+        return "do" if runnable else "cause"
     if _DO.search(unit.text):
         return "do"
     if _CHECK.search(unit.text):

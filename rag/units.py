@@ -837,6 +837,28 @@ def opens_with_command(unit: EvidenceUnit) -> bool:
     return _COMMAND.match(first) is not None
 
 
+# A line one runs, sets or writes (`is_runnable`): a setting given a value (`acks=all`, `"topics": "orders"`, `acks:
+# all`) or named alone on its line (`log.cleaner.max.compaction.lag.ms`), a flag, a markup element, or program code
+# (a call, a statement's end, a lambda, a comment, an annotation, a declaration).
+_RUNNABLE_LINE = re.compile(
+    r"^(?:[\w.\-\[\]\"'${}<>]+\s*(?:=|:\s)"
+    r"|[a-z][\w-]*(?:\.[\w-]+)+$"
+    r"|--?[A-Za-z]|<\w|//|/\*|\*|@\w|(?:import|package|public|private|protected|class|def|val|var)\s)"
+    r"|\w\(|[;{]\s*$|^[})\]]|(?:\w|\))\s*->(?!>)"
+)
+
+
+def is_runnable(code: str) -> bool:
+    """Whether a code block holds something to run, set or write (a command, a setting, program code), not only
+    what something looks like: a tool's output, a data layout (`/brokers/ids/[0...N] --> {"host":...}`), a
+    diagram."""
+    lines = [line.strip() for line in code.split("\n") if line.strip()]
+    return any(
+        _COMMAND.match(line.removeprefix("> ")) or _CODE_LINE.match(line) or _RUNNABLE_LINE.search(line)
+        for line in lines
+    )
+
+
 def is_log(code: str) -> bool:
     """Whether a code block is log output (what one sees), not commands (what one runs)."""
     lines = [line.strip() for line in code.split("\n") if line.strip()]

@@ -480,6 +480,20 @@ def test_a_fact_answer_takes_no_log_excerpt_but_a_troubleshooting_answer_shows_i
     assert "IllegalArgumentException" in cause, trouble.text
 
 
+@pytest.mark.parametrize(("lead_in", "an_action"), [("", False), ("Add the following node:\n", True)])
+def test_a_block_that_only_shows_a_layout_is_no_action_unless_its_lead_in_says_to_do_it(lead_in, an_action):
+    """ "ERROR Error while creating ephemeral at /brokers/ids/1, node already exists" showed the znode's JSON
+    layout under *What to do*: a block with nothing to run, set or write shows what something looks like."""
+    text = (
+        "An attempt to register a broker id that is already in use results in an error.\n\n"
+        f'{lead_in}```\n/brokers/ids/[0...N] --> {{"host":...,"port":...}} (ephemeral node)\n```'
+    )
+    trouble = _answer_from(text, [0.9, 0.6], TROUBLESHOOT, max_units_troubleshoot=3)
+    assert "/brokers/ids" in trouble.text, trouble.text
+    to_do = trouble.text.partition("**What to do**")[2].split("**")[0]
+    assert ("/brokers/ids" in to_do) is an_action, trouble.text
+
+
 @pytest.mark.parametrize(("second_score", "second_shown"), [(1.95, True), (-3.0, False)])
 def test_a_lower_passage_weighs_as_much_as_the_ranker_believes_in_it(second_score, second_shown):
     """Units are raised by their passage's probability relative to the first's: a second passage the ranker

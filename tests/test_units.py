@@ -21,6 +21,7 @@ from rag.units import (
     inside_fence,
     is_bare_row,
     is_log,
+    is_runnable,
     is_title,
     lead_in,
     lead_in_ending,
@@ -607,6 +608,42 @@ def test_log_records_exceptions_and_stack_frames_are_code(line):
     units = build_units(f"Prose before it comes here.\n{line}")
     assert _kinds(units) == ["sentence", "code"]
     assert is_log(units[1].parts[-1])
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "$ bin/kafka-topics.sh --describe --topic orders",
+        "> bin/kafka-acls.sh --bootstrap-server localhost:9092 --list --topic Test-topic",
+        "acks=all\nenable.idempotence=true",
+        "bootstrap.servers = [broker1:9093,...]",
+        '{\n  "connector.class": "FileStreamSink",\n  "topics": "orders"\n}',
+        "log.cleaner.max.compaction.lag.ms",
+        "--to-earliest                         Reset offsets to earliest offset.",
+        "<dependency>\n  <artifactId>kafka-clients</artifactId>\n</dependency>",
+        'source.to("streams-pipe-output");',
+        "KStream<String, Long> left = ...;",
+        "    (aggKey, newValue, aggValue) -> aggValue + newValue,",
+    ],
+)
+def test_commands_settings_and_program_code_are_runnable(code):
+    assert is_runnable(code)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        '/brokers/ids/[0...N] --> {"jmx_port":...,"host":...,"port":...} (ephemeral node)',
+        "The inter-broker throttle limit was set to 50000000 B/s\nSuccessfully started partition reassignment",
+        "my-topic                       1          2               3               1          consumer-1",
+        "us-west         us-east\n=========       =================\nfoo-topic  -->  us-west.foo-topic",
+        "total length     : 4 bytes\nerror code       : 2 bytes",
+        '{"line":"foo","data_source":"test-file-source"}',
+    ],
+)
+def test_what_a_block_only_shows_is_not_runnable(code):
+    """A tool's output, a data layout, a diagram or a format: what something looks like, nothing to do."""
+    assert not is_runnable(code)
 
 
 def test_commands_are_not_log():
