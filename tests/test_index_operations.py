@@ -13,12 +13,14 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from rag.embedding import load_embedder, model_identity
-from rag.index_lock import is_locked
+from rag.index_lock import LOCK_FILE, WAIT_POLL_S, is_locked
 from rag.index_store import current_version, load_index, read_manifest
 from rag.ingest import run_ingest
 from tests.conftest import KAFKA_RAG, SEEDS, default_ingest_config, run_kafka_rag, user_env
@@ -29,7 +31,6 @@ SMALL = ("000_0424dccc37dbf1fb.txt", "001_9576d76dca88229e.txt", "004_477c5e4c40
 LONG = "002_5d9f9cd9ceb365b0.txt"
 QUESTION = "what does error code 121 mean"
 BIG_COPIES = 6  # reworded copies of LONG in the big corpus: about 15 s of embedding here
-BUSY_COPIES = 2  # in the busy corpus: a build of some 14 s, against a second command's start of under one
 
 
 def _start(*args: str) -> subprocess.Popen:
@@ -91,10 +92,10 @@ def big_corpus(tmp_path):
 
 
 @pytest.fixture()
-def busy_corpus(tmp_path):
-    """The big corpus with `BUSY_COPIES` copies: a build that holds the lock long enough for another ingest to
-    meet it, and that the tests wait out."""
-    return _grown_corpus(tmp_path / "busy", BUSY_COPIES)
+def grown_corpus(tmp_path):
+    """The small corpus with one file changed and the long one added: a build of a few seconds, told apart from
+    the small corpus's by its four documents."""
+    return _grown_corpus(tmp_path / "grown", 0)
 
 
 def _grown_corpus(corpus: Path, copies: int) -> Path:
@@ -113,12 +114,35 @@ def _grown_corpus(corpus: Path, copies: int) -> Path:
 # ------------------------------------------------------------------------------------------ one writer
 
 
-def test_a_second_ingest_exits_3_naming_the_running_one_and_the_first_publishes(small, busy_corpus):
-    corpus, index_dir = small
-    first = _start("ingest", str(busy_corpus), "--index", str(index_dir), "--no-spark", "--quiet")
+@contextmanager
+def _holding_the_lock(process: subprocess.Popen, index_dir: Path) -> Iterator[None]:
+    """Stop `process` (SIGSTOP, its whole group) once it holds the writer lock of `index_dir`, and let it go on at
+    the end of the block: however fast its build, the block meets it holding the lock."""
     try:
         _wait_for(lambda: is_locked(index_dir), what="the first ingest to take the lock")
-        second = run_kafka_rag("ingest", str(corpus), "--index", str(index_dir), "--no-spark")
+        os.killpg(process.pid, signal.SIGSTOP)
+        assert is_locked(index_dir), "the first ingest held the lock when it was stopped"
+        yield
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGCONT)
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    """True once process `pid` has `path` open (Linux: /proc/PID/fd)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(Path(os.readlink(fd)) == path for fd in fds.iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_second_ingest_exits_3_naming_the_running_one_and_the_first_publishes(small, grown_corpus):
+    corpus, index_dir = small
+    first = _start("ingest", str(grown_corpus), "--index", str(index_dir), "--no-spark", "--quiet")
+    try:
+        with _holding_the_lock(first, index_dir):
+            second = run_kafka_rag("ingest", str(corpus), "--index", str(index_dir), "--no-spark")
         assert second.returncode == 3, second.stderr
         assert second.stdout == ""
         lines = second.stderr.splitlines()
@@ -128,26 +152,31 @@ def test_a_second_ingest_exits_3_naming_the_running_one_and_the_first_publishes(
         assert first.wait(240) == 0, first.stderr
     finally:
         _stop(first)
-    assert read_manifest(index_dir)["counts"]["documents"] == 4 + BUSY_COPIES  # the running build's sources won
+    assert read_manifest(index_dir)["counts"]["documents"] == 4  # the running build's sources won
 
 
-def test_wait_blocks_until_the_running_ingest_is_done_then_builds(small, busy_corpus, tmp_path):
+def test_wait_blocks_until_the_running_ingest_is_done_then_builds(small, grown_corpus, tmp_path):
     corpus, index_dir = small
     changed = tmp_path / "changed"
     shutil.copytree(corpus, changed)
     (changed / SMALL[2]).unlink()
-    first = _start("ingest", str(busy_corpus), "--index", str(index_dir), "--no-spark", "--json")
+    first = _start("ingest", str(grown_corpus), "--index", str(index_dir), "--no-spark", "--json")
+    second = None
     try:
-        _wait_for(lambda: is_locked(index_dir), what="the first ingest to take the lock")
-        second = run_kafka_rag(
-            "ingest", str(changed), "--index", str(index_dir), "--no-spark", "--wait", "--json", timeout=300
-        )
+        with _holding_the_lock(first, index_dir):
+            second = _start("ingest", str(changed), "--index", str(index_dir), "--no-spark", "--wait", "--json")
+            _wait_for(lambda: _has_open(second.pid, index_dir / LOCK_FILE), what="the second ingest to open the lock")
+            time.sleep(3 * WAIT_POLL_S)  # it tries the lock and finds it taken
+            assert second.poll() is None, second.communicate()
         out, err = first.communicate(timeout=240)
+        second_out, second_err = second.communicate(timeout=300)
     finally:
         _stop(first)
+        if second is not None:
+            _stop(second)
     assert first.returncode == 0, err
-    assert second.returncode == 0, second.stderr
-    first_version, second_version = json.loads(out)["version"], json.loads(second.stdout)["version"]
+    assert second.returncode == 0, second_err
+    first_version, second_version = json.loads(out)["version"], json.loads(second_out)["version"]
     assert first_version < second_version  # the waiting build started after the first had published
     assert current_version(index_dir) == second_version
     assert read_manifest(index_dir)["counts"]["documents"] == 2
