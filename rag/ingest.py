@@ -309,19 +309,24 @@ def _encode_in_slices(
     on_encoded: Callable[[int], None] | None,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """`embedder.encode_with_tokens(texts)` a few batches at a time, longest texts first as the model itself
-    orders them."""
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    orders them. A text met more than once is encoded once: overlapping chunks repeat the evidence units at
+    their seams (about one unit text in seven of the Kafka docs), and a unit's text is the whole of its input."""
+    places: dict[str, list[int]] = {}
+    for position, text in enumerate(texts):
+        places.setdefault(text, []).append(position)
+    distinct = sorted(places, key=lambda text: -len(text))
     vectors = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
     tokens: list[np.ndarray] = [vectors[:0]] * len(texts)
     step = batch_size * BATCHES_PER_SLICE
-    for start in range(0, len(order), step):
-        positions = order[start : start + step]
-        encoded, words = embedder.encode_with_tokens([texts[i] for i in positions], batch_size=batch_size)
-        vectors[positions] = encoded
-        for position, text_tokens in zip(positions, words, strict=True):
-            tokens[position] = text_tokens
+    for start in range(0, len(distinct), step):
+        slice_texts = distinct[start : start + step]
+        encoded, words = embedder.encode_with_tokens(slice_texts, batch_size=batch_size)
+        for text, vector, text_tokens in zip(slice_texts, encoded, words, strict=True):
+            for position in places[text]:
+                vectors[position] = vector
+                tokens[position] = text_tokens
         if on_encoded is not None:
-            on_encoded(len(positions))
+            on_encoded(sum(len(places[text]) for text in slice_texts))
     return vectors, tokens
 
 

@@ -34,6 +34,7 @@ from rag.ingest import (
     LOCAL_ENGINE,
     basis_texts,
     chunk_files,
+    chunk_texts,
     chunk_vector,
     embed_rows,
     fit_token_basis,
@@ -789,3 +790,46 @@ def test_shard_rows_give_each_chunk_its_own_vectors_as_float32_arrays(tmp_path):
         assert got["vector"].dtype == np.float32 and got["unit_vectors"].dtype == np.float32
         np.testing.assert_array_equal(got["vector"], np.asarray(want["vector"], np.float32))
         np.testing.assert_array_equal(got["unit_vectors"], np.asarray(want["unit_vectors"], np.float32))
+
+
+class _RecordingEmbedder:
+    """The real model, noting every text it is asked to encode."""
+
+    def __init__(self, embedder) -> None:
+        self._embedder = embedder
+        self.dimension = embedder.dimension
+        self.encoded: list[str] = []
+
+    def encode_with_tokens(self, texts: list[str], batch_size: int = 64):
+        self.encoded.extend(texts)
+        return self._embedder.encode_with_tokens(texts, batch_size=batch_size)
+
+    def __getattr__(self, name: str):
+        return getattr(self._embedder, name)
+
+
+def test_a_unit_text_two_overlapping_chunks_share_is_encoded_once(monkeypatch):
+    """Overlapping chunks repeat the evidence units at their seams: each text goes through the model once,
+    and every chunk that holds it gets its vector."""
+    path = SEEDS / "002_5d9f9cd9ceb365b0.txt"
+    config = dataclasses.replace(default_ingest_config(), token_basis=ANY_BASIS)
+    chunks = [r for r in chunk_files([(path.name, path.read_bytes())], config) if r["kind"] == "chunk"]
+    units = [unit for chunk in chunks for unit in unit_texts(chunk["text"], chunk["section_path"])]
+    shared = {unit for unit in units if units.count(unit) > 1}
+    assert shared, "the seed's chunks overlap on some unit"
+    recorder = _RecordingEmbedder(load_embedder(config.model))
+    monkeypatch.setattr("rag.ingest.load_embedder", lambda *args, **kwargs: recorder)
+    counted: list[int] = []
+
+    embedded = [r for r in embed_rows(chunks, config, on_encoded=counted.append) if r["kind"] == "chunk"]
+
+    assert len(recorder.encoded) == len(set(recorder.encoded))
+    assert shared <= set(recorder.encoded)
+    texts = [chunk_texts(chunk, config.chunk_vectors) for chunk in chunks]
+    assert sum(counted) == sum(len(own) + len(more) for own, more in texts)  # progress counts every text
+    vectors: dict[str, list[float]] = {}
+    for row in embedded:
+        for unit, vector in zip(unit_texts(row["text"], row["section_path"]), row["unit_vectors"], strict=True):
+            assert vectors.setdefault(unit, vector) == vector
+    expected = load_embedder(config.model).encode(sorted(shared))
+    np.testing.assert_allclose([vectors[unit] for unit in sorted(shared)], expected, atol=1e-5)
