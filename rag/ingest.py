@@ -309,8 +309,8 @@ def _encode_in_slices(
     on_encoded: Callable[[int], None] | None,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """`embedder.encode_with_tokens(texts)` a few batches at a time, longest texts first as the model itself
-    orders them. A text met more than once is encoded once: overlapping chunks repeat the evidence units at
-    their seams (about one unit text in seven of the Kafka docs), and a unit's text is the whole of its input."""
+    orders them. A text met more than once is encoded once and its vector given to every place that holds it:
+    overlapping chunks repeat evidence units at their seams (about one unit text in seven of the Kafka docs)."""
     places: dict[str, list[int]] = {}
     for position, text in enumerate(texts):
         places.setdefault(text, []).append(position)
