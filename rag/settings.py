@@ -140,8 +140,8 @@ class Settings:
     related_settings_depth: int = 5
     related_settings_max_chars: int = 860
     max_question_chars: int = 4000  # longer input is reduced to its signal with a note
-    query_threads: int = 1  # embedding and OpenMP (FAISS) threads when serving: concurrent requests beat intra-op
-    # threads on few cores
+    query_threads: int = 1  # embedding, OpenMP (FAISS) and BLAS (numpy) threads when serving: concurrent requests
+    # beat intra-op threads on few cores
     llm_provider: str = "openai"  # openai | ollama
     llm_base_url: str = ""
     llm_model: str = ""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from rag import Answer, Assistant, QuestionError, SearchResult
 from rag.abstention import load_abstention
@@ -120,12 +120,15 @@ def _sources(passages) -> list[str]:
 # ------------------------------------------------------------------------------------------ retrieval
 
 
-def test_a_serving_process_runs_its_openmp_pool_on_the_query_threads(settings_factory, seeds_index):
-    """FAISS's OpenMP threads spin on a single question's search: serving keeps them to `query_threads`, as it
-    keeps the embedding's."""
+@pytest.mark.parametrize("api", ["openmp", "blas"])
+def test_a_serving_process_runs_its_thread_pools_on_the_query_threads(settings_factory, seeds_index, api):
+    """FAISS's OpenMP threads spin on a single question's search, and numpy's BLAS threads on its small products
+    (late interaction's takes 15 times as long on two threads as on one beside a busy core): serving keeps both
+    pools to `query_threads`, as it keeps the embedding's."""
+    threadpool_limits(limits=2, user_api=api)  # what a process starts with on two cores
     settings = dataclasses.replace(settings_factory(seeds_index), query_threads=1)
     Assistant.from_settings(settings)
-    pools = [pool for pool in threadpool_info() if pool["user_api"] == "openmp"]
+    pools = [pool for pool in threadpool_info() if pool["user_api"] == api]
     assert pools and all(pool["num_threads"] == 1 for pool in pools), pools
 
 
