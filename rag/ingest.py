@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from threadpoolctl import threadpool_limits
 
 from rag.chunking import CHUNKER_NAME, CHUNKER_VERSION, chunk_document, dense_text
 from rag.documents import SUPPORTED_SUFFIXES, load_document, walk_sources
@@ -530,15 +531,19 @@ def local_engine(
         shard.clear()
 
     shards.mkdir(parents=True, exist_ok=True)
-    for row in embed_rows(rows, config, known_ids, on_encoded=count):
-        if row["kind"] != "chunk":
-            others.append(row)
-            continue
-        if row["vector"] is not None and text_key(row) in copied:
-            originals[text_key(row)] = {name: row[name] for name in (*VECTOR_FIELDS, "token_codes")}
-        shard.append(row)
-        if len(shard) >= SHARD_ROWS:
-            flush()
+    # The model's threads take every core, and numpy's BLAS threads, woken by each batch's small products (token
+    # codes, unit means), would spin against them: the Kafka docs' local build took 177 s (343 s of CPU) with two
+    # BLAS threads, 166 s (319 s) with one, the same index. (A Spark task's are capped by OMP_NUM_THREADS.)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for row in embed_rows(rows, config, known_ids, on_encoded=count):
+            if row["kind"] != "chunk":
+                others.append(row)
+                continue
+            if row["vector"] is not None and text_key(row) in copied:
+                originals[text_key(row)] = {name: row[name] for name in (*VECTOR_FIELDS, "token_codes")}
+            shard.append(row)
+            if len(shard) >= SHARD_ROWS:
+                flush()
     shard.extend({**row, **originals[text_key(row)]} for row in copies)
     if shard:
         flush()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from rag.chunking import dense_text
 from rag.embedding import load_embedder, model_identity
@@ -799,13 +800,42 @@ class _RecordingEmbedder:
         self._embedder = embedder
         self.dimension = embedder.dimension
         self.encoded: list[str] = []
+        self.blas_threads: list[int] = []  # numpy's BLAS threads at each call
 
     def encode_with_tokens(self, texts: list[str], batch_size: int = 64):
         self.encoded.extend(texts)
+        self.blas_threads.append(_blas_threads())
         return self._embedder.encode_with_tokens(texts, batch_size=batch_size)
 
     def __getattr__(self, name: str):
         return getattr(self._embedder, name)
+
+
+def _blas_threads() -> int:
+    return max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+
+
+def test_the_local_engine_embeds_on_one_blas_thread_and_gives_the_pool_back(tmp_path, monkeypatch):
+    """The model's threads take every core in a local build: numpy's BLAS threads would spin against them
+    between batches, so the engine keeps them to one while it embeds, and to what they were after."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(SEEDS / CHANGED, corpus / CHANGED)
+    recorders = []
+
+    def recording_engine(files, config, known_ids, shards, progress):
+        recorders.append(_RecordingEmbedder(load_embedder(config.model, config.embed_backend)))
+        monkeypatch.setattr("rag.ingest.load_embedder", lambda *args, **kwargs: recorders[0])
+        return local_engine(files, config, known_ids, shards, progress)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        run_ingest(
+            [corpus], tmp_path / "index", default_ingest_config(), engine=_local_engine_running(recording_engine)
+        )
+        after = _blas_threads()
+
+    assert recorders and recorders[0].blas_threads and set(recorders[0].blas_threads) == {1}
+    assert after == 2
 
 
 def test_a_unit_text_two_overlapping_chunks_share_is_encoded_once(monkeypatch):
