@@ -103,12 +103,9 @@ GOLDEN_KAFKA_DOCS = REPO / "evals" / "golden_kafka_docs.jsonl"
 BASELINE_KAFKA_DOCS = REPO / "evals" / "baseline_kafka_docs.json"
 
 
-# The gate asks its questions beside the tests on two cores: numpy's BLAS threads, which spin between small
-# products, would take the CPU the tests need (its eval of the docs golden file takes less than half the CPU with
-# one thread, the same answers).
-BACKGROUND_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-# ... in two processes, so that once the other tests are done it takes both cores (its 1759 questions: 112 s in
-# one process, 63 s in two)
+# The gate asks its questions in two processes, so that once the other tests are done it takes both cores (its
+# 1759 questions: 112 s in one process, 63 s in two). Each keeps its thread pools to one thread as any serving
+# process does (`Assistant.from_settings`), so none spins beside the tests.
 GATE_JOBS = 2
 
 
@@ -130,12 +127,12 @@ class DocsIndexBuild:
         if gate:
             self._gate_thread.start()
 
-    def _start(self, log_name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    def _start(self, log_name: str, *args: str) -> subprocess.Popen:
         with open(self.root / log_name, "wb") as log:
             return subprocess.Popen(
                 ["nice", "-n", "19", str(KAFKA_RAG), *args],
                 cwd=REPO,
-                env={**user_env(), **(env or {})},
+                env=user_env(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 # a process group of its own (to stop it whole), but not a session: the kernel's autogroups
@@ -155,7 +152,6 @@ class DocsIndexBuild:
                     "eval", "--golden", str(GOLDEN_KAFKA_DOCS), "--corpus", str(KAFKA_DOCS), "--index", str(self.index),
                     "--retrieval", *modes, "--out", str(self.gate_out), "--baseline", str(BASELINE_KAFKA_DOCS),
                     "--jobs", str(GATE_JOBS),
-                    env=BACKGROUND_THREADS,
                 )  # fmt: skip
 
     def log(self, name: str) -> str:
