@@ -153,8 +153,7 @@ class Assistant:
         # eval spent 70 s of CPU on 400 questions with them, 62 s without, and answered faster. numpy's BLAS threads
         # wait the same way on late interaction's product: on two cores with the other one busy it took 15.8 ms on
         # two threads against 1.0 ms on one, and the seeds questions' `ask` p50 was 52-67 ms against 27 ms.
-        threadpool_limits(limits=settings.query_threads, user_api="openmp")
-        threadpool_limits(limits=settings.query_threads, user_api="blas")
+        threadpool_limits(limits=settings.query_threads)  # every pool: OpenMP and BLAS
         index = load_index(settings.index_dir, model_identity(embedder))
         return cls(settings, Retriever(index, embedder), ranker, abstention, embedder)
 
