@@ -156,7 +156,18 @@ _DO = re.compile(
     r"|\byou (?:can|should|need to|must|have to)\b|\bworkaround\b|\bto (?:fix|avoid|resolve)\b",
     re.I,
 )
-_CHECK = re.compile(r"\b(?:check|verify|monitor|look for|describe|inspect|metrics?)\b", re.I)
+_CHECK_WORDS = r"(?:check|verify|monitor|look for|describe|inspect)"
+_CHECK = re.compile(rf"\b(?:{_CHECK_WORDS}|metrics?)\b", re.I)  # in a code block: a command that shows state
+# In prose the words must say to check: an imperative ("Check …", "To see it, inspect …"), advice ("you can
+# verify …", "how to describe …"), a tool's option (`--verify`), or a metric's JMX object name
+# (`kafka.server:type=…`). "Describe authorization", "the main reason for this check", "cannot verify",
+# "metrics reporting" only mention them and belong under what it means.
+_CHECK_ADVICE = re.compile(
+    rf"^(?:- )?(?:(?:To|If|When|Once|In order to)\b[^.;:]{{0,160}},\s*(?:then\s+)?)?{_CHECK_WORDS}\b"
+    rf"|\b(?:you|we)\b[^.;:]{{0,40}}\b{_CHECK_WORDS}\b|\bto {_CHECK_WORDS}\b|(?<![\w-])--{_CHECK_WORDS}\b"
+    r"|\b\w[\w.-]*:type=",
+    re.I,
+)
 # Doing what the sentence before says: "Failure to do so could …", "Doing this …".
 _DOING_SO = r"^(?:[A-Z]\w*(?: \w+){0,3} (?:do|doing)|Doing) (?:so|this|that)\b"
 # Openings that lean on the sentence before ("However, …", "This means …", "Therefore, …"); not the "It" of
@@ -1468,7 +1479,7 @@ def _bucket(unit: EvidenceUnit) -> str:
         return "do" if runnable else "cause"
     if _DO.search(unit.text):
         return "do"
-    if _CHECK.search(unit.text):
+    if _CHECK_ADVICE.search(unit.text):
         return "check"
     return "cause"
 

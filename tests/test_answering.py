@@ -571,6 +571,34 @@ def test_a_lead_in_sentence_sits_in_the_part_of_what_it_introduces():
     assert "Lock Removal" not in draft.text.split("**How to check**")[0]
 
 
+@pytest.mark.parametrize(
+    ("mention", "check"),
+    [
+        (
+            "A user without Describe authorization on the topic gets UNKNOWN_TOPIC_OR_PARTITION instead.",
+            "Check the topic's ACLs with the kafka-acls.sh tool before retrying.",
+        ),
+        (
+            "The main reason for this check is to stop clients that retry forever.",
+            "Lost acknowledgements: kafka.server:type=ShareGroupMetrics,name=LostAcknowledgements",
+        ),
+        (
+            "Kafka cannot verify whether the record was processed, and the metrics reporting lags behind.",
+            "Run the share groups tool with --describe to see each member's delivery count.",
+        ),
+    ],
+)
+def test_how_to_check_holds_what_says_to_check_not_what_only_mentions_a_check_word(mention, check):
+    """ "When using an Authorizer and a user doesn't have Describe authorization on a topic, …" was shown under
+    "How to check" for naming the operation Describe; so were "the main reason for this check" and "cannot verify"."""
+    text = f"The record lock expired before the acknowledgement arrived. {mention} {check}"
+    draft = _answer_from(text, [0.95, 0.9, 0.85], TROUBLESHOOT, max_units_troubleshoot=3, relative_cutoff=0.5)
+    cause, how_to_check = draft.text.split("**How to check**")
+    mentioned, checked = mention[:30], check[:30]
+    assert mentioned in cause and mentioned not in how_to_check, draft.text
+    assert checked in how_to_check, draft.text
+
+
 def test_what_to_do_is_measured_against_the_best_fix_not_a_lead_that_restates_the_question():
     """ "What causes INVALID_RECORD_STATE and how do I fix it?": the record's "The record state is invalid."
     scores far above every cause and fix; a cutoff measured from it left the answer without them."""
