@@ -159,13 +159,13 @@ _DO = re.compile(
 _CHECK_WORDS = r"(?:check|verify|monitor|look for|describe|inspect)"
 _CHECK = re.compile(rf"\b(?:{_CHECK_WORDS}|metrics?)\b", re.I)  # in a code block: a command that shows state
 # In prose the words must say to check: an imperative ("Check …", "To see it, inspect …"), advice ("you can
-# verify …", "how to describe …"), a tool's option (`--verify`), or a metric's JMX object name
-# (`kafka.server:type=…`). "Describe authorization", "the main reason for this check", "cannot verify",
-# "metrics reporting" only mention them and belong under what it means.
+# verify …", "how to describe …"), a tool's option (`--verify`), or a metrics group's name
+# (`type=consumer-fetch-manager-metrics`). "Describe authorization", "the main reason for this check", "cannot
+# verify", "metrics reporting" only mention them and belong under what it means.
 _CHECK_ADVICE = re.compile(
     rf"^(?:- )?(?:(?:To|If|When|Once|In order to)\b[^.;:]{{0,160}},\s*(?:then\s+)?)?{_CHECK_WORDS}\b"
     rf"|\b(?:you|we)\b[^.;:]{{0,40}}\b{_CHECK_WORDS}\b|\bto {_CHECK_WORDS}\b|(?<![\w-])--{_CHECK_WORDS}\b"
-    r"|\b\w[\w.-]*:type=",
+    r"|\w-metrics\b",
     re.I,
 )
 # Doing what the sentence before says: "Failure to do so could …", "Doing this …".

@@ -580,7 +580,7 @@ def test_a_lead_in_sentence_sits_in_the_part_of_what_it_introduces():
         ),
         (
             "The main reason for this check is to stop clients that retry forever.",
-            "Lost acknowledgements: kafka.server:type=ShareGroupMetrics,name=LostAcknowledgements",
+            "Lost acknowledgements: kafka.server:type=share-group-metrics,name=lost-acknowledgements",
         ),
         (
             "Kafka cannot verify whether the record was processed, and the metrics reporting lags behind.",
