@@ -107,8 +107,8 @@ def half(item_id: str) -> int:
 
 def add_half_indexes_argument(parser: argparse.ArgumentParser) -> None:
     """`--half-indexes`, for the fits downstream of the adapter (ranker, abstention): the shipped adapter was
-    fitted on every tuning question, so their cosines are in-sample, higher than a new question gets, and a
-    fit on them learns to over-trust the dense score."""
+    fitted on the tuning questions of its day, so their cosines are in-sample, higher than a new question gets,
+    and a fit on them learns to over-trust the dense score."""
     parser.add_argument(
         "--half-indexes",
         nargs="+",

@@ -4,9 +4,10 @@
         --set evals/golden_kafka_docs.jsonl ../shared/corpora/kafka-docs <docs index> \\
         --half-indexes SEEDS_H0 SEEDS_H1 DOCS_H0 DOCS_H1
 
-The shipped embedding adapter (`evals/fit_embedding.py`) was fitted on every answerable tuning question, so on
-the served index their cosines are in-sample: a change that trusts the dense score more looks better there
-than it is for a new question. The half indexes are built with the two adapters that `fit_embedding --check`
+The shipped embedding adapter (`evals/fit_embedding.py`) was fitted on the answerable tuning questions of its
+day (`evals/reports/fit_embedding.md` counts them; the tuning parts have grown since), so on the served index
+their cosines are in-sample: a change that trusts the dense score more looks better there than it is for a new
+question. The half indexes are built with the two adapters that `fit_embedding --check`
 fits without each half of the tuning questions. Here each tuning question is asked of the one that did not
 see it, with the shipped ranker, abstention and answer settings, and scored as `kafka-rag eval` scores it.
 The report (`evals/reports/held_out_tuning.md`) gives these figures beside the served index's, per golden
@@ -124,7 +125,8 @@ def _report(path: Path, rows: Sequence[tuple[str, str, dict]]) -> None:
         "# Tuning parts, held out from the embedding adapter",
         "",
         "Each tuning question asked of the index built with the `fit_embedding --check` adapter that was fitted "
-        "without it (*held out*), and of the served index, whose adapter was fitted on it (*in-sample*). "
+        "without it (*held out*), and of the served index, whose adapter was fitted on the tuning questions of its "
+        "day (*in-sample* for those; `evals/reports/fit_embedding.md`). "
         "Shipped ranker, abstention and answer settings.",
         "",
         f"| golden file | index | questions | {' | '.join(COLUMNS)} |",
