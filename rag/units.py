@@ -26,6 +26,7 @@ manifest so a change here forces re-embedding.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import textwrap
 from collections.abc import Sequence
@@ -47,6 +48,7 @@ UNITS_VERSION = 12
 KINDS = ("sentence", "list", "code", "row", "setting", "title")
 MIN_UNIT_CHARS = 12  # shorter sentences ("Ok.", "Yes!") carry nothing worth quoting
 MAX_UNIT_CHARS = 600  # a sentence is capped here (a prefix, so still verbatim)
+ELISION = "..."  # the line that stands for pieces of a code block an answer leaves out
 MAX_BLOCK_CHARS = 700  # a list or code unit is cut at item / line boundaries past this
 MIN_PIECE_SHARE = 1 / 5  # a code piece cut early, before a statement or a block, fills this much of it
 SHORT_SENTENCE_CHARS = 100  # a setting's first sentence this short takes the next one along
@@ -1023,8 +1025,19 @@ def render_shared_lead(units: Sequence[EvidenceUnit], marker: int) -> str:
     if items := [u for u in ordered if u.kind == "list"]:
         lines.append(_render_items(*_with_later_sentences(items)))
     lines += [_row_line(u) for u in ordered if u.kind == "row"]  # rows of one table under its lead-in
-    if code := [u.parts[1] for u in ordered if u.kind == "code"]:
-        lines.append(_fenced("\n".join(code)))
+    if code := [u for u in ordered if u.kind == "code"]:
+        lines.append(_fenced(_joined_pieces(code)))
+    return "\n".join(lines)
+
+
+def _joined_pieces(pieces: Sequence[EvidenceUnit]) -> str:
+    """Pieces of a code block cut for size, in text order, with an elision line where a piece between two of them
+    (of the same chunk) is left out: the handler's first lines and its registration, joined, read as whole code."""
+    lines = [pieces[0].parts[-1]]
+    for before, piece in itertools.pairwise(pieces):
+        if piece.code_piece > before.code_piece + 1:
+            lines.append(ELISION)
+        lines.append(piece.parts[-1])
     return "\n".join(lines)
 
 

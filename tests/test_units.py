@@ -10,6 +10,7 @@ import pytest
 from rag.chunking import chunk_document
 from rag.documents import load_document
 from rag.units import (
+    ELISION,
     MAX_BLOCK_CHARS,
     MAX_UNIT_CHARS,
     MIN_UNIT_CHARS,
@@ -812,6 +813,21 @@ def test_pieces_of_a_list_cut_inside_an_items_code_block_join_with_the_block_clo
         "  ```",
         "- Select one or more mechanisms to enable in the broker.",
     ]
+
+
+def test_pieces_of_a_code_block_with_one_left_out_between_them_show_where():
+    """The Streams handler's imports and its registration, pieces 0 and 2 of one block, were joined as if the
+    handler's body (piece 1) were not there: code a reader would copy as whole."""
+    lines = [f'settings.put("key.number.{n:02d}", value);' for n in range(45)]
+    text = "To ignore records that are too large, implement a handler like this:\n\n```\n" + "\n".join(lines) + "\n```"
+    pieces = [u for u in build_units(text) if u.kind == "code"]
+    assert [u.code_piece for u in pieces] == [0, 1, 2]
+    first, middle, last = pieces
+    rendered = render_shared_lead([first, last], 1).split("\n")
+    assert rendered[rendered.index(first.parts[-1].split("\n")[-1]) + 1] == ELISION
+    assert rendered[rendered.index(ELISION) + 1] == last.parts[-1].split("\n")[0]
+    assert ELISION not in render_shared_lead(pieces, 1).split("\n")  # all three: the block whole
+    assert ELISION not in render_shared_lead([first, middle], 1).split("\n")
 
 
 def test_render_code_with_and_without_lead_in():
