@@ -764,8 +764,10 @@ def defines(unit: EvidenceUnit, thing: Sequence[str]) -> bool:
 def says_what_it_is(text: str, thing: Sequence[str]) -> bool:
     """`text` has a sentence that says what `thing` is: "A KTable is an abstraction of a changelog stream …",
     "Log compaction is a mechanism …", "… the set of in-sync replicas, which is known as the ISR", "Such a
-    record is sometimes referred to as a tombstone", a glossary's "- Event time - The point in time when …"; each
-    word singular or plural (`noun_pattern`: "Semantic partitioning means …" says nothing of what a partition is)."""
+    record is sometimes referred to as a tombstone", a glossary's "- Event time - The point in time when …", an
+    appositive with a clause of what it does ("Kafka's MirrorMaker (version 2), a tool to replicate data …"; not "For
+    each partition, a leader is elected"); each word singular or plural (`noun_pattern`: "Semantic partitioning
+    means …" says nothing of what a partition is)."""
     if not thing:
         return False
     name = r"[\s-]+".join(noun_pattern(word) for word in thing)
@@ -774,7 +776,8 @@ def says_what_it_is(text: str, thing: Sequence[str]) -> bool:
             rf"(?:^|[.;:]\s+)(?:(?:an?|the)\s+)?{name}(?:\s+\([^)]*\))?,?\s+(?:is|are)\s+(?:an?|the|one)\b"
             rf"|\b{name}\s+(?:refers?\s+to|means|stands\s+for)\b"
             rf"|\b(?:known\s+as|called|referred\s+to\s+as|termed)\s+(?:(?:an?|the)\s+)?[\"'“]?{name}\b(?![’']s\b)"
-            rf"|^\s*(?:[-*+•]\s+)?{name}\s*(?::|\s[-–—])\s+(?:an?|the)\s",
+            rf"|^\s*(?:[-*+•]\s+)?{name}\s*(?::|\s[-–—])\s+(?:an?|the)\s"
+            rf"|\b{name}(?:\s+\([^)]*\))?,\s+an?\s+(?:[\w-]+\s+){{0,3}}?[\w-]+\s+(?:to|that|which|used|designed)\b",
             text,
             re.I | re.M,
         )

@@ -693,8 +693,9 @@ def test_a_paste_no_error_row_defines_is_not_answered_with_other_rows_of_the_err
         ("what is a KTable?", "A KTable is an abstraction of a changelog stream"),
         ("what is log compaction?", "Log compaction is a mechanism"),
         ("what is a state store?", "Kafka Streams provides so-called state stores"),
+        ("what is mirrormaker?", "MirrorMaker (version 2), a tool to replicate data"),
     ],
-    ids=["isr", "ktable", "log-compaction", "state-store"],
+    ids=["isr", "ktable", "log-compaction", "state-store", "mirrormaker"],
 )
 def test_a_question_asking_what_a_thing_is_leads_with_the_sentence_that_says_it(docs, question, definition):
     """ "what is the ISR?" was led by a table of ISR metrics, "what is a KTable?" by a sentence that only

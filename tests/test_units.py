@@ -1092,6 +1092,16 @@ def test_a_setting_is_mentioned_by_its_name_and_the_default_its_entry_gives(rows
         # a word formed from the thing's is another thing
         (("partition",), "Semantic partitioning means using some key to assign messages to partitions.", False),
         (("partitions",), "A partition is an ordered, immutable sequence of records.", True),
+        # an appositive with a clause of what it does
+        (
+            ("mirrormaker",),
+            "Administrators can set up such data flows with Kafka's MirrorMaker (version 2), a tool to replicate "
+            "data between different Kafka environments in a streaming manner.",
+            True,
+        ),
+        (("acks",), "Producers set acks, a setting that controls durability.", True),
+        # a clause after a comma that is no appositive
+        (("partition",), "For each partition, a leader is elected among the replicas.", False),
     ],
 )
 def test_a_sentence_that_says_what_a_thing_is_defines_it(thing, sentence, defined):
