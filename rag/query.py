@@ -58,6 +58,13 @@ _LOG_SHAPE = re.compile(
     rf"^\s*at\s+[\w$.]+\(|Caused by:|{_LEVEL_IN_LOG}|\d{{4}}-\d{{2}}-\d{{2}}[T ]\d{{2}}:\d{{2}}", re.M
 )
 
+# A log level that opens a pasted line ("ERROR Could not …", "[WARN] …"), or the label the JVM and many tools print
+# before a message ("Error: Could not find or load main class …"): the line's template, not its subject. Kept, it
+# matched the protocol error table's heading ("Error Codes") better than anything the message says.
+_OPENING_LEVEL = re.compile(
+    r"^\s*(?:[\[\"'`]?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b\]?:?|(?:Error|Warning):)[ \t]+", re.M
+)
+
 _SIGNAL_LINE = re.compile(r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b")
 
 _ANAPHORA = re.compile(
@@ -1301,7 +1308,7 @@ def reduce_to_signal(text: str, max_chars: int) -> ReducedQuery:
     """Keep what identifies the problem; drop what identifies this particular occurrence."""
     text = _printable(text)
     if not looks_like_log(text) and len(text) <= max_chars:
-        return ReducedQuery(" ".join(text.split()), trimmed=False)
+        return ReducedQuery(" ".join(_OPENING_LEVEL.sub("", text).split()), trimmed=False)
     kept: list[str] = []
     seen: set[str] = set()
     lines = text[:400_000].split("\n")  # a 200 KB paste is scanned once, linearly

@@ -132,6 +132,22 @@ def test_plain_question_is_only_whitespace_normalised():
     assert reduced.trimmed is False
 
 
+@pytest.mark.parametrize(
+    ("pasted", "searched"),
+    [
+        ("Error: Could not find or load main class kafka.Kafka", "Could not find or load main class kafka.Kafka"),
+        ("ERROR Error while creating ephemeral at /brokers/ids/1", "Error while creating ephemeral at /brokers/ids/1"),
+        ("[WARN] Connection to node -1 could not be established.", "Connection to node -1 could not be established."),
+        # a level the user's own sentence names is what they ask about
+        ("what does ERROR mean in the broker log?", "what does ERROR mean in the broker log?"),
+    ],
+)
+def test_a_log_level_or_error_label_opening_a_one_line_paste_is_not_searched(pasted, searched):
+    """The level or the "Error:" label is the line's template: kept, "error" matched the protocol error table's
+    heading ("Error Codes") better than anything "Could not find or load main class" says."""
+    assert reduce_to_signal(pasted, 4000).text == searched
+
+
 def test_long_prose_is_trimmed():
     reduced = reduce_to_signal("consumer lag keeps growing on partition seven. " * 200, 4000)
     assert reduced.trimmed is True
