@@ -61,9 +61,7 @@ _LOG_SHAPE = re.compile(
 # A log level that opens a pasted line ("ERROR Could not …", "[WARN] …"), or the label the JVM and many tools print
 # before a message ("Error: Could not find or load main class …"): the line's template, not its subject. Kept, it
 # matched the protocol error table's heading ("Error Codes") better than anything the message says.
-_OPENING_LEVEL = re.compile(
-    r"^\s*(?:[\[\"'`]?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b\]?:?|(?:Error|Warning):)[ \t]+", re.M
-)
+_OPENING_LEVEL = re.compile(rf"^\s*(?:[\[\"'`]?{_LEVEL.pattern}\]?:?|(?:Error|Warning):)[ \t]+", re.M)
 
 _SIGNAL_LINE = re.compile(r"\b(?:ERROR|FATAL|WARN|WARNING|Caused by)\b|[\w$]+(?:Exception|Error)\b")
 
